@@ -1,0 +1,1 @@
+from ember_core._include import get_include

@@ -1,0 +1,72 @@
+"""cffi build script for ember-cpu's kernel library (API mode, compiled when the plugin is built).
+
+Sources: every ``src/ember_cpu/csrc/*.c`` plus the files ``codegen.py`` generates from
+``src/ember_cpu/kernels.toml``.  Headers come from the installed core (``ember_core.get_include()``)
+and from ``scipy_openblas32``, whose shared library the module finds next to itself at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import cffi
+import scipy_openblas32
+
+import ember_core
+
+HERE = Path(__file__).resolve().parent
+CSRC = HERE / "src" / "ember_cpu" / "csrc"
+sys.path.insert(0, str(HERE))
+import codegen  # noqa: E402  (lives beside this file; not an installed module)
+
+
+def _cdef_from_header(path: Path) -> str:
+    """A header's declarations as cffi's cdef accepts them: integer #defines kept, other
+    preprocessor lines and comments dropped."""
+    text = re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if re.match(r"#define\s+\w+\s+-?\d+\s*$", line):
+                lines.append(line)
+            continue
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _compile_args() -> list[str]:
+    """Tuned for the building machine: the plugin is built where it runs (set EMBER_CPU_CFLAGS
+    to build portable binaries instead)."""
+    flags = os.environ.get("EMBER_CPU_CFLAGS", "-O3 -march=native")
+    return flags.split() + ["-fopenmp", "-std=gnu11", "-fno-strict-aliasing"]
+
+
+codegen.generate(CSRC)
+
+ffibuilder = cffi.FFI()
+ffibuilder.cdef(
+    "\n".join(
+        _cdef_from_header(p)
+        for p in (Path(ember_core.get_include()) / "ember.h", CSRC / "ember_cpu_ops.h", CSRC / "ember_cpu.h")
+    )
+)
+_blas_lib = scipy_openblas32.get_lib_dir()
+ffibuilder.set_source(
+    "ember_cpu._native",
+    '#include "ember_cpu.h"\n',
+    sources=[str(p.relative_to(HERE)) for p in sorted(CSRC.glob("*.c"))],
+    include_dirs=[str(CSRC), ember_core.get_include(), scipy_openblas32.get_include_dir()],
+    libraries=[scipy_openblas32.get_library()],
+    library_dirs=[_blas_lib],
+    # The wheel of scipy-openblas32 installs beside ember_cpu in site-packages; the absolute path
+    # serves in-place (editable) builds.
+    runtime_library_dirs=["$ORIGIN/../scipy_openblas32/lib", _blas_lib],
+    extra_compile_args=_compile_args(),
+    extra_link_args=["-fopenmp"],
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

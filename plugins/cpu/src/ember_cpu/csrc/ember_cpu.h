@@ -1,0 +1,101 @@
+/*
+ * The C entry points of ember-cpu.  Python (ember_cpu/kernels.py) is the only caller: it builds
+ * the ember_tensor descriptors from tensors the core has already validated.  Every entry point
+ * still returns an ember_status instead of trusting its input blindly, so a core bug surfaces
+ * as a Python exception, not a crash.
+ *
+ * Layout conventions (all descriptors share them, see ember.h):
+ *   - shapes and strides are in elements; strides may be 0 (broadcast) or negative;
+ *   - where an entry point names "the last dimension" or "trailing dimensions", the core has
+ *     permuted the axes the user asked for to the end, so kernels never take an axis argument.
+ */
+#ifndef EMBER_CPU_H
+#define EMBER_CPU_H
+
+#include "ember.h"
+#include "ember_cpu_ops.h"   /* generated from kernels.toml: enum ember_cpu_unary_op, _binary_op */
+
+enum ember_cpu_reduce_op { EMBER_CPU_REDUCE_SUM = 0, EMBER_CPU_REDUCE_PROD = 1, EMBER_CPU_REDUCE_MAX = 2,
+                           EMBER_CPU_REDUCE_MIN = 3, EMBER_CPU_REDUCE_ANY = 4, EMBER_CPU_REDUCE_ALL = 5 };
+enum ember_cpu_arg_reduce_op { EMBER_CPU_ARGMAX = 0, EMBER_CPU_ARGMIN = 1 };
+enum ember_cpu_scan_op { EMBER_CPU_SCAN_SUM = 0, EMBER_CPU_SCAN_PROD = 1 };
+enum ember_cpu_random_kind { EMBER_CPU_RANDOM_UNIFORM = 0, EMBER_CPU_RANDOM_NORMAL = 1,
+                             EMBER_CPU_RANDOM_INTEGERS = 2 };
+
+/* ---- memory and threads (runtime.c) ---------------------------------------------------- */
+void *ember_cpu_alloc(int64_t nbytes);           /* 64-byte aligned; NULL when out of memory   */
+void ember_cpu_free(void *ptr);                   /* NULL is a no-op                             */
+/* stats[0] bytes in live allocations, [1] peak of [0], [2] bytes held in the reuse cache,
+ * [3] live allocations.  `ember_cpu_empty_cache` returns cached blocks to the system.          */
+void ember_cpu_memory_stats(int64_t *stats);
+void ember_cpu_empty_cache(void);
+void ember_cpu_set_num_threads(int n);
+int ember_cpu_get_num_threads(void);
+
+/* ---- elementwise (elementwise.c, generated from kernels.toml) ---------------------------- */
+/* dst and src have equal shapes; converts src's dtype to dst's (numpy `astype` semantics, complex
+ * to real drops the imaginary part, to bool is `!= 0`). */
+int ember_cpu_copy(const ember_tensor *dst, const ember_tensor *src);
+/* Writes one value into every element of dst.  The value is given in the widest forms: floating
+ * and complex dtypes read (re, im); integer and bool dtypes read ival. */
+int ember_cpu_fill(const ember_tensor *dst, double re, double im, int64_t ival);
+/* out and x have equal shapes (the core broadcast them).  x carries the op's input dtype, out
+ * the op's result dtype (kernels.toml states it per op: bool for isnan, real for abs(complex)). */
+int ember_cpu_unary(int op, const ember_tensor *out, const ember_tensor *x);
+int ember_cpu_binary(int op, const ember_tensor *out, const ember_tensor *a, const ember_tensor *b);
+/* The same ops over n contiguous elements starting at element offsets *_off of each buffer; the
+ * core calls these when every operand is contiguous with one shape: the per-op hot path. */
+int ember_cpu_unary_contig(int op, int dtype, int64_t n, void *out, int64_t out_off,
+                           const void *x, int64_t x_off);
+int ember_cpu_binary_contig(int op, int dtype, int64_t n, void *out, int64_t out_off,
+                            const void *a, int64_t a_off, const void *b, int64_t b_off);
+/* out = cond ? a : b; cond is bool; a, b and out share a dtype; all have out's shape. */
+int ember_cpu_where(const ember_tensor *out, const ember_tensor *cond, const ember_tensor *a,
+                    const ember_tensor *b);
+
+/* ---- reductions, scans, sorting, indexing (reduce.c, sort.c, index.c) --------------------- */
+/* Reduces the trailing `nreduce` dims of x: x.ndim == out.ndim + nreduce and out.shape equals
+ * x's leading dims.  sum/prod: x and out share a dtype (float16/bfloat16 accumulate in float32,
+ * float32 sums pairwise or blocked: accuracy comparable to numpy).  max/min propagate NaN.
+ * any/all: out is bool, x any dtype.  A reduction over zero elements gives the identity
+ * (the core rejects max/min over empty input before the call). */
+int ember_cpu_reduce(int op, const ember_tensor *out, const ember_tensor *x, int nreduce);
+/* Index (int64) of the first max/min along the last dim of x; NaN counts as the extreme (first
+ * NaN wins, as numpy).  out.shape == x.shape[:-1]; x's last dim is non-empty. */
+int ember_cpu_arg_reduce(int op, const ember_tensor *out, const ember_tensor *x);
+/* Inclusive scan along the last dim; out and x share shape and dtype. */
+int ember_cpu_scan(int op, const ember_tensor *out, const ember_tensor *x);
+/* Stable sort along the last dim.  ember_cpu_sort writes sorted values (out shares x's dtype);
+ * ember_cpu_argsort writes int64 indices.  NaNs sort to the end (ascending) as numpy does;
+ * descending is the exact reverse order of the stable ascending sort of -x for ties kept stable. */
+int ember_cpu_sort(const ember_tensor *out, const ember_tensor *x, int descending);
+int ember_cpu_argsort(const ember_tensor *out, const ember_tensor *x, int descending);
+/* Gather / scatter along the middle dim of 3-d views (outer, n, inner):
+ *   take: out(outer, m, inner) = x(outer, idx[j], inner) for idx of m int64 entries;
+ *   put:  dst(outer, idx[j], inner) = values(outer, j, inner) (accumulate != 0: +=, in order).
+ * Indices in [-n, n) wrap like Python's; anything else returns EMBER_ERR_INDEX before writing. */
+int ember_cpu_take(const ember_tensor *out, const ember_tensor *x, const ember_tensor *idx);
+int ember_cpu_put(const ember_tensor *dst, const ember_tensor *idx, const ember_tensor *values,
+                  int accumulate);
+/* Number of non-zero elements of x (any dtype, any strides). */
+int ember_cpu_count_nonzero(const ember_tensor *x, int64_t *count);
+/* out is int64 (count, x.ndim): the C-order coordinates of x's non-zero elements. */
+int ember_cpu_nonzero(const ember_tensor *out, const ember_tensor *x);
+/* out(int64, shape of values) = insertion points of values into sorted 1-d x1 (same dtype). */
+int ember_cpu_searchsorted(const ember_tensor *out, const ember_tensor *x1,
+                           const ember_tensor *values, int right);
+
+/* ---- linear algebra (matmul.c) ------------------------------------------------------------ */
+/* out(..., M, N) = a(..., M, K) @ b(..., K, N); the batch dims of a, b and out are equal (the
+ * core broadcast them; stride 0 allowed).  Same dtype throughout.  float32/float64/complex go
+ * through OpenBLAS; other dtypes through a blocked C loop (float16/bfloat16 in float32). */
+int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember_tensor *b);
+
+/* ---- random numbers (random.c): Philox4x32-10, the stream is specified in ember_core/random.py */
+/* kind: EMBER_CPU_RANDOM_UNIFORM (a=low, b=high), _NORMAL (a=mean, b=std), _INTEGERS
+ * (ilow, ihigh: [ilow, ihigh)).  Fills out (contiguous) as element i of a draw starting at block
+ * `offset` of the stream keyed by `seed`. */
+int ember_cpu_random(int kind, const ember_tensor *out, uint64_t seed, uint64_t offset,
+                     double a, double b, int64_t ilow, int64_t ihigh);
+
+#endif /* EMBER_CPU_H */
