@@ -1,1 +1,107 @@
+"""Ember: a slim deep-learning core whose hardware backends are plugins.
+
+The namespace follows the Python Array API standard (2023.12).  Op functions come from the op
+registry (``ember_core/ops/*.toml``); backends are discovered lazily, on first use of a device.
+"""
+
+from __future__ import annotations
+
+import math as _math
+from typing import Any
+
+from ember_core import ops, plugins
 from ember_core._include import get_include
+from ember_core.creation import (
+    arange,
+    asarray,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from ember_core.device import Device, as_device, default_device, set_default_device
+from ember_core.dispatch import fallback_policy, fallback_report, providers, reset_fallback_report
+from ember_core.dtypes import (
+    DType,
+    bfloat16,
+    bool_,
+    can_cast,
+    complex64,
+    complex128,
+    finfo,
+    float16,
+    float32,
+    float64,
+    iinfo,
+    int8,
+    int16,
+    int32,
+    int64,
+    isdtype,
+    result_type,
+    uint8,
+)
+from ember_core.errors import (
+    BackendUnavailableError,
+    DeviceError,
+    DTypeError,
+    EmberError,
+    IndexOutOfRangeError,
+    KernelError,
+    PluginError,
+    RegistryError,
+    ShapeError,
+    UnsupportedOpError,
+)
+from ember_core.ops import ENTRIES as _ENTRIES
+from ember_core.tensor import Tensor
+from ember_core.views import broadcast_shapes, broadcast_to, expand_dims, moveaxis, permute_dims, squeeze
+
+bool = bool_
+e, inf, nan, pi = _math.e, _math.inf, _math.nan, _math.pi
+newaxis = None
+
+globals().update({name: fn for name, fn in _ENTRIES.items() if "." not in name})
+
+
+def reshape(x: Tensor, /, shape: Any, *, copy: bool | None = None) -> Tensor:
+    return x.reshape(shape, copy=copy)
+
+
+def matrix_transpose(x: Tensor, /) -> Tensor:
+    return x.mT
+
+
+def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
+    shape = broadcast_shapes(*(a.shape for a in arrays))
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+def flip(x: Tensor, /, *, axis: Any = None) -> Tensor:
+    from ember_core.views import flip_view, normalize_axes
+
+    return flip_view(x, normalize_axes(axis, x.ndim)).contiguous()
+
+
+def set_num_threads(n: int) -> None:
+    """Host threads for every plugin's kernels (one threading layer per plugin)."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads needs a positive int, got {n!r}")
+    plugins.MANAGER.broadcast("ember_set_num_threads", n=n)
+
+
+def __array_namespace_info__() -> Any:
+    from ember_core.info import Info
+
+    return Info()
+
+
+__array_api_version__ = "2023.12"
+__version__ = "0.1.0"

@@ -1,0 +1,97 @@
+"""The ``ember`` command: ``ember backends``, ``ember doctor`` (and ``ember demo`` with nn)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from typing import Any
+
+
+def _backends(args: argparse.Namespace) -> int:
+    from ember_core import dispatch
+    from ember_core.plugins import MANAGER
+
+    MANAGER.ensure_discovered()
+    rows = []
+    for backend in MANAGER.backends.values():
+        devices = []
+        for device_type in backend.info.device_types:
+            count = backend.hooks["ember_device_count"](device_type=device_type)
+            reason = backend.hooks["ember_device_unavailable_reason"](device_type=device_type)
+            devices.append(f"{device_type} x{count}" + (f" ({reason})" if reason else ""))
+        serves = ", ".join(f"{dt}: {len(ops)} ops" for dt, ops in backend.manifest.kernels.items()) or "-"
+        rows.append((backend.name, backend.package, backend.info.version, "%d.%d" % tuple(backend.info.abi),
+                     ", ".join(devices) or "-", serves, f"ok (priority {backend.priority})"))
+    for broken in MANAGER.broken.values():
+        rows.append((broken.name, broken.package or "-", "-", "-", "-", "-", f"BROKEN: {broken.reason}"))
+    header = ("plugin", "package", "version", "abi", "devices", "kernels", "status")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) + "  " + str(row[-1]))
+    if not rows:
+        print('no backends installed; try: pip install "ember[cpu]"')
+    prefs = dispatch.current()
+    print(f"\nprovider preference: {list(prefs.prefer) or 'by priority'}; excluded: "
+          f"{sorted(prefs.exclude) or 'none'}; fallback policy: {prefs.fallback}")
+    return 0 if rows and not MANAGER.broken else (1 if not MANAGER.backends else 0)
+
+
+def _doctor_device(device: Any) -> None:
+    """A small computation whose result is known exactly; raises on any discrepancy."""
+    import ember_core as em
+
+    a = em.arange(12, dtype=em.float32, device=device).reshape((3, 4))
+    b = em.ones((4, 2), dtype=em.float32, device=device)
+    got = (a @ b).sum().item()
+    if got != 132.0:
+        raise AssertionError(f"matmul/sum gave {got}, expected 132.0")
+    c = (a * 2 + 1).max().item()
+    if c != 23.0:
+        raise AssertionError(f"elementwise/max gave {c}, expected 23.0")
+    device.backend.hooks["ember_synchronize"](device)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from ember_core.device import Device
+    from ember_core.plugins import MANAGER
+
+    MANAGER.ensure_discovered()
+    failures = 0
+    for device_type, backend in sorted(MANAGER.device_owner.items()):
+        count = backend.hooks["ember_device_count"](device_type=device_type)
+        if count == 0:
+            reason = backend.hooks["ember_device_unavailable_reason"](device_type=device_type)
+            print(f"SKIP  {device_type:<10} ({backend.package}): no device: {reason}")
+            continue
+        for index in range(count):
+            device = Device(device_type, index)
+            try:
+                _doctor_device(device)
+                print(f"PASS  {device!s:<10} ({backend.package} {backend.info.version})")
+            except Exception as exc:
+                failures += 1
+                print(f"FAIL  {device!s:<10} ({backend.package}): {type(exc).__name__}: {exc}")
+                if args.verbose:
+                    traceback.print_exc()
+    for broken in MANAGER.broken.values():
+        failures += 1
+        print(f"FAIL  plugin {broken.name} ({broken.package}): {broken.reason}")
+    if not MANAGER.device_owner:
+        print('FAIL  no backend installed: pip install "ember[cpu]"')
+        return 1
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ember", description="Ember: backends, checks and the demo.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("backends", help="list plugins, devices, providers and broken plugins with reasons")
+    doctor = sub.add_parser("doctor", help="run a small computation on every device: PASS or FAIL with the cause")
+    doctor.add_argument("-v", "--verbose", action="store_true", help="print tracebacks of failures")
+    args = parser.parse_args(argv)
+    return {"backends": _backends, "doctor": _doctor}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

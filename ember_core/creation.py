@@ -1,0 +1,199 @@
+"""Creation functions and data movement: host <-> device, device <-> device, writes into views."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ember_core import dtypes as dt
+from ember_core.device import Device, as_device, default_device
+from ember_core.errors import DeviceError, DTypeError, ShapeError
+from ember_core.ops import call
+from ember_core.ops.families import empty as _empty
+from ember_core.tensor import Storage, Tensor, contiguous_strides
+from ember_core.views import as_shape, broadcast_to
+
+
+def _device(device: Any) -> Device:
+    return default_device() if device is None else as_device(device)
+
+
+def empty(shape: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    return _empty(as_shape(shape), dt.default_float if dtype is None else dt.as_dtype(dtype), _device(device))
+
+
+def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    return call("full", shape, fill_value, dtype=dtype, device=device)
+
+
+def zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dtype = dt.default_float if dtype is None else dt.as_dtype(dtype)
+    return full(shape, False if dtype is dt.bool_ else 0, dtype=dtype, device=device)
+
+
+def ones(shape: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dtype = dt.default_float if dtype is None else dt.as_dtype(dtype)
+    return full(shape, True if dtype is dt.bool_ else 1, dtype=dtype, device=device)
+
+
+def _like(x: Tensor, dtype: Any, device: Any) -> tuple[dt.DType, Device]:
+    return (x.dtype if dtype is None else dt.as_dtype(dtype)), (x.device if device is None else as_device(device))
+
+
+def empty_like(x: Tensor, /, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dtype, device = _like(x, dtype, device)
+    return empty(x.shape, dtype=dtype, device=device)
+
+
+def zeros_like(x: Tensor, /, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dtype, device = _like(x, dtype, device)
+    return zeros(x.shape, dtype=dtype, device=device)
+
+
+def ones_like(x: Tensor, /, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dtype, device = _like(x, dtype, device)
+    return ones(x.shape, dtype=dtype, device=device)
+
+
+def full_like(x: Tensor, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    dtype, device = _like(x, dtype, device)
+    return full(x.shape, fill_value, dtype=dtype, device=device)
+
+
+# ---- host data -> tensors -------------------------------------------------------------------------
+
+def _host_array(obj: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]:
+    """A C-contiguous numpy array of obj's data in the target dtype (bfloat16 as uint16 bits)."""
+    is_array = isinstance(obj, np.ndarray) or hasattr(obj, "__array_interface__")
+    try:
+        arr = np.asarray(obj)
+    except (ValueError, TypeError) as exc:
+        raise ShapeError(f"asarray: cannot build a tensor from {type(obj).__name__}: {exc}") from None
+    if arr.dtype == object:
+        raise DTypeError(f"asarray: {type(obj).__name__} holds non-numeric or ragged data")
+    if dtype is None:
+        dtype = dt.from_numpy_dtype(arr.dtype) if is_array else _python_default(arr.dtype)
+    if dtype is dt.bfloat16:
+        f32 = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)
+        rounded = f32 + 0x7FFF + ((f32 >> 16) & 1)  # round to nearest even
+        bits = np.where(np.isnan(arr.astype(np.float32)), (f32 >> 16) | 0x40, rounded >> 16)
+        return bits.astype(np.uint16), dtype
+    return np.ascontiguousarray(arr, dtype=dtype.numpy), dtype
+
+
+def _python_default(np_dtype: np.dtype) -> dt.DType:
+    """Python scalars and lists take ember's defaults (float32, complex64), not numpy's."""
+    if np_dtype.kind == "f":
+        return dt.default_float
+    if np_dtype.kind == "c":
+        return dt.default_complex
+    if np_dtype.kind in "iu":
+        return dt.default_int
+    return dt.from_numpy_dtype(np_dtype)
+
+
+def _upload(arr: np.ndarray, dtype: dt.DType, device: Device) -> Tensor:
+    out = _empty(arr.shape, dtype, device)
+    if arr.size:
+        device.backend.hooks["ember_copy_from_host"](device, out.handle, 0, memoryview(arr.reshape(-1)).cast("B"))
+    return out
+
+
+def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Tensor:
+    """A tensor from a tensor, numpy array, buffer, Python scalar or nested sequence."""
+    dtype = None if dtype is None else dt.as_dtype(dtype)
+    if isinstance(obj, Tensor):
+        out = obj if device is None else obj.to_device(device)
+        if dtype is not None and dtype is not out.dtype:
+            if copy is False:
+                raise DTypeError(f"asarray: converting {out.dtype.name} to {dtype.name} needs a copy, copy=False")
+            return out.astype(dtype)
+        return call("copy", out) if copy and out is obj else out
+    if copy is False:
+        raise DeviceError("asarray(copy=False) of host data: use from_numpy() for a zero-copy host tensor")
+    arr, dtype = _host_array(obj, dtype)
+    return _upload(arr, dtype, _device(device))
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A cpu tensor sharing memory with a C-contiguous, aligned numpy array (copied otherwise)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"from_numpy needs a numpy.ndarray, got {type(arr).__name__}")
+    dtype = dt.from_numpy_dtype(arr.dtype)
+    device = Device("cpu")
+    wrap = device.backend.hooks.get("ember_wrap_host_memory")
+    if wrap is not None and arr.flags.c_contiguous and arr.flags.aligned and arr.flags.writeable:
+        handle = wrap(device, arr)
+        if handle is not None:
+            storage = Storage(device, arr.nbytes, handle=handle)
+            return Tensor._make(storage, arr.shape, contiguous_strides(arr.shape), 0, dtype)
+    return _upload(np.ascontiguousarray(arr), dtype, device)
+
+
+def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None) -> Tensor:
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    if dtype is None:
+        dtype = dt.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dt.default_int
+    dtype = dt.as_dtype(dtype)
+    n = max(0, math.ceil((stop - start) / step))
+    values = start + step * np.arange(n, dtype=np.float64 if dtype.kind in "fc" else np.int64)
+    return asarray(values, dtype=dtype, device=device)
+
+
+def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: Any = None,
+             endpoint: bool = True) -> Tensor:
+    if num < 0:
+        raise ValueError(f"linspace: num must be >= 0, got {num}")
+    dtype = dt.as_dtype(dtype) if dtype is not None else (
+        dt.default_complex if isinstance(start, complex) or isinstance(stop, complex) else dt.default_float)
+    return asarray(np.linspace(start, stop, num, endpoint=endpoint), dtype=dtype, device=device)
+
+
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, device: Any = None) -> Tensor:
+    dtype = dt.default_float if dtype is None else dt.as_dtype(dtype)
+    return asarray(np.eye(n_rows, n_cols, k=k, dtype=np.float64), dtype=dtype, device=device)
+
+
+# ---- moving and writing -------------------------------------------------------------------------
+
+def copy_to_device(x: Tensor, device: Device) -> Tensor:
+    """A contiguous copy of x on another device (through the host unless both share a type)."""
+    src = x.contiguous()
+    if device.type == src.device.type:
+        out = _empty(src.shape, src.dtype, device)
+        if src.nbytes:
+            device.backend.hooks["ember_copy_on_device"](device, out.handle, 0, src.device, src.handle,
+                                                          src.offset * src.itemsize, src.nbytes)
+        return out
+    host = src._to_numpy_copy()
+    if src.dtype is dt.bfloat16:
+        host = (host.view(np.uint32) >> 16).astype(np.uint16)
+    return _upload(host, src.dtype, device)
+
+
+def copy_into(dst: Tensor, src: Tensor) -> None:
+    """Write src (broadcast to dst's shape, converted to dst's dtype) into the view dst."""
+    if src.device is not dst.device:
+        src = copy_to_device(src, dst.device)
+    src = broadcast_to(src, dst.shape)
+    from ember_core.ops.families import resolve, run
+    from ember_core.ops.registry import REGISTRY
+
+    schema = REGISTRY["copy"]
+    run(schema, resolve(schema, dst.device, src.dtype, None), (dst,), (src,), {})
+    dst._storage.version += 1
+
+
+def write_inplace(x: Tensor, result: Tensor, op: str) -> None:
+    """``x op= y``: the result must keep x's shape and must not need a wider dtype kind."""
+    if dt.promote_types(result.dtype, x.dtype) is not x.dtype and result.dtype.kind != x.dtype.kind:
+        raise DTypeError(f"in-place {op} would store a {result.dtype.name} result in {x.dtype.name} tensor; "
+                         f"use the out-of-place form")
+    if result.shape != x.shape:
+        raise ShapeError(f"in-place {op}: the result's shape {result.shape} differs from the tensor's {x.shape}")
+    copy_into(x, result)

@@ -1,0 +1,222 @@
+"""Which provider runs an op: kernel tables per (op, device type), priorities, the user's
+preferences, composites, and the CPU fallback with its ledger.
+
+Preferences, strongest first: the ``providers()`` / ``fallback_policy()`` context managers
+(per thread), the environment (``EMBER_PROVIDERS="xnnpack,cpu,-vendor"``: listed names are
+preferred in order, ``-name`` excludes; ``EMBER_FALLBACK=error|warn|allow``), then ``ember.toml``
+in the working directory or at ``$EMBER_CONFIG``::
+
+    [dispatch]
+    prefer = ["xnnpack"]
+    exclude = []
+    fallback = "warn"
+
+Decisions are cached per (op, device type, dtype, preferences); the caches are dropped whenever
+plugins are (un)registered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ember_core.errors import EmberError, UnsupportedOpError
+from ember_core.plugins import MANAGER, Backend
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+POLICIES = ("error", "warn", "allow")
+
+
+class FallbackWarning(UserWarning):
+    """An op ran on the host because its device had no kernel for it."""
+
+
+@dataclass(frozen=True)
+class Preferences:
+    prefer: tuple[str, ...] = ()
+    exclude: frozenset[str] = frozenset()
+    fallback: str = "warn"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How one (op, device type, dtype) runs: a provider's kernel, the composite, or the fallback."""
+
+    how: str  # "native" | "composite" | "fallback"
+    provider: str | None
+    kernel: Callable[..., None] | None
+
+
+def _read_config() -> Preferences:
+    path = Path(os.environ.get("EMBER_CONFIG", "ember.toml"))
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text()).get("dispatch", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise EmberError(f"{path}: not valid TOML: {exc}") from None
+    prefer = list(data.get("prefer", ()))
+    exclude = set(data.get("exclude", ()))
+    fallback = data.get("fallback", "warn")
+    env = os.environ.get("EMBER_PROVIDERS")
+    if env:
+        prefer = [n for n in (x.strip() for x in env.split(",")) if n and not n.startswith("-")]
+        exclude |= {n[1:] for n in (x.strip() for x in env.split(",")) if n.startswith("-")}
+    fallback = os.environ.get("EMBER_FALLBACK", fallback)
+    if fallback not in POLICIES:
+        raise EmberError(f"fallback policy {fallback!r} (from {path} or EMBER_FALLBACK) must be one of {POLICIES}")
+    return Preferences(tuple(prefer), frozenset(exclude), fallback)
+
+
+class _State(threading.local):
+    prefs: Preferences | None = None
+
+
+_state = _State()
+_base_prefs: list[Preferences] = []
+
+
+def current() -> Preferences:
+    prefs = _state.prefs
+    if prefs is None:
+        if not _base_prefs:
+            _base_prefs.append(_read_config())
+        prefs = _state.prefs = _base_prefs[0]
+    return prefs
+
+
+@contextlib.contextmanager
+def providers(prefer: Any = (), exclude: Any = ()) -> Iterator[None]:
+    """Prefer (in order) or exclude providers by plugin name inside a ``with`` block."""
+    old = current()
+    prefer = (prefer,) if isinstance(prefer, str) else tuple(prefer)
+    exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude)
+    _state.prefs = Preferences(prefer, frozenset(exclude) | old.exclude, old.fallback)
+    try:
+        yield
+    finally:
+        _state.prefs = old
+
+
+@contextlib.contextmanager
+def fallback_policy(policy: str) -> Iterator[None]:
+    """``error`` | ``warn`` (once per op) | ``allow`` inside a ``with`` block."""
+    if policy not in POLICIES:
+        raise ValueError(f"fallback policy must be one of {POLICIES}, got {policy!r}")
+    old = current()
+    _state.prefs = Preferences(old.prefer, old.exclude, policy)
+    try:
+        yield
+    finally:
+        _state.prefs = old
+
+
+def ranked_providers(device_type: str, prefs: Preferences) -> list[Backend]:
+    backends = [b for b in MANAGER.providers(device_type) if b.name not in prefs.exclude]
+    rank = {name: i for i, name in enumerate(prefs.prefer)}
+    return sorted(backends, key=lambda b: (rank.get(b.name, len(rank)), -b.priority))
+
+
+_choices: dict[tuple[Any, ...], Choice | None] = {}
+
+
+def choose(op: str, device_type: str, dtype: Any, has_composite: bool, fallback_ok: bool) -> Choice | None:
+    """The cached decision for one op on one device type and dtype; None: nothing can run it."""
+    prefs = current()
+    key = (op, device_type, dtype, prefs)
+    try:
+        return _choices[key]
+    except KeyError:
+        pass
+    choice = None
+    for backend in ranked_providers(device_type, prefs):
+        dtypes = backend.manifest.kernels[device_type].get(op)
+        if dtypes is not None and dtype in dtypes:
+            choice = Choice("native", backend.name, backend.kernels(device_type)[op])
+            break
+    if choice is None and has_composite:
+        choice = Choice("composite", None, None)
+    if choice is None and fallback_ok and device_type != "cpu":
+        host = choose(op, "cpu", dtype, False, False)
+        if host is not None and host.how == "native":
+            choice = Choice("fallback", host.provider, host.kernel)
+    _choices[key] = choice
+    return choice
+
+
+def _clear() -> None:
+    _choices.clear()
+    _base_prefs.clear()
+
+
+MANAGER.on_change(_clear)
+
+
+# ---- fallback ledger ---------------------------------------------------------------------------
+
+@dataclass
+class LedgerEntry:
+    op: str
+    device: str
+    calls: int = 0
+    bytes_moved: int = 0
+    seconds: float = 0.0
+    dtypes: set[str] = field(default_factory=set)
+
+
+_ledger: dict[tuple[str, str], LedgerEntry] = {}
+_warned: set[tuple[str, str]] = set()
+_ledger_lock = threading.Lock()
+
+
+def check_fallback_allowed(op: str, device: str) -> None:
+    policy = current().fallback
+    if policy == "error":
+        raise UnsupportedOpError(
+            f"{op} has no kernel on {device} and the fallback policy is 'error'; allow host fallback with "
+            f"ember_core.fallback_policy('warn'), EMBER_FALLBACK=warn, or implement {op} in the backend"
+        )
+    if policy == "warn" and (op, device) not in _warned:
+        _warned.add((op, device))
+        warnings.warn(f"{op} ran on the host (cpu fallback) because {device} has no kernel for it; "
+                      f"see ember_core.fallback_report()", FallbackWarning, stacklevel=4)
+
+
+def record_fallback(op: str, device: str, dtype: str, nbytes: int, seconds: float) -> None:
+    with _ledger_lock:
+        entry = _ledger.setdefault((op, device), LedgerEntry(op, device))
+        entry.calls += 1
+        entry.bytes_moved += nbytes
+        entry.seconds += seconds
+        entry.dtypes.add(dtype)
+
+
+def fallback_report() -> list[dict[str, Any]]:
+    """What ran through the CPU fallback: op, device, calls, bytes moved, seconds, dtypes."""
+    with _ledger_lock:
+        return [
+            {"op": e.op, "device": e.device, "calls": e.calls, "bytes_moved": e.bytes_moved,
+             "seconds": e.seconds, "dtypes": sorted(e.dtypes)}
+            for e in sorted(_ledger.values(), key=lambda e: -e.seconds)
+        ]
+
+
+def reset_fallback_report() -> None:
+    with _ledger_lock:
+        _ledger.clear()
+        _warned.clear()
+
+
+now = time.perf_counter

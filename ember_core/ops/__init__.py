@@ -1,0 +1,129 @@
+"""``ember_core.ops``: every registered op as a callable, built from its schema.
+
+``ember_core.ops.add(a, b)``, ``ember_core.ops.myvendor.fused_gelu(x)``.  The public namespace
+``ember_core`` and the Tensor methods/operators are filled from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+from ember_core.errors import RegistryError
+from ember_core.ops import composites
+from ember_core.ops.families import BUILDERS
+from ember_core.ops.registry import REGISTRY, OpSchema
+
+ENTRIES: dict[str, Callable[..., Any]] = {}
+_REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__",
+              "__rand__", "__ror__", "__rxor__", "__rlshift__", "__rrshift__", "__rmatmul__"}
+
+
+def _composite_for(schema: OpSchema) -> Callable[..., Any] | None:
+    if schema.composite is None:
+        return None
+    if schema.composite == "python":
+        fn = getattr(composites, schema.name.replace(".", "_"), None)
+        if fn is None:
+            raise RegistryError(f"{schema.file}: op {schema.name!r} says composite = \"python\" but "
+                                f"ember_core.ops.composites has no function {schema.name!r}")
+        return fn
+    return _compile_expression(schema)
+
+
+def _compile_expression(schema: OpSchema) -> Callable[..., Any]:
+    """A composite written as an expression over the op's parameters and other ops."""
+    try:
+        code = compile(schema.composite, f"<{schema.file}: {schema.name}>", "eval")
+    except SyntaxError as exc:
+        raise RegistryError(f"{schema.file}: op {schema.name!r}: composite {schema.composite!r}: {exc.msg}") from None
+    names = [p.name for p in schema.params]
+
+    def composite(*args: Any, **kwargs: Any) -> Any:
+        scope = dict(zip(names, args))
+        scope.update(kwargs)
+        return eval(code, _EXPRESSION_GLOBALS, scope)
+
+    return composite
+
+
+class _Namespace(SimpleNamespace):
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"no op named {name!r} is registered (see `ember backends` or ember_core.ops.names())")
+
+
+_EXPRESSION_GLOBALS: dict[str, Any] = {"__builtins__": {}}
+namespace = _Namespace()
+
+
+def _install(schema: OpSchema) -> Callable[..., Any]:
+    try:
+        builder = BUILDERS[schema.family]
+    except KeyError:
+        raise RegistryError(f"{schema.file}: op {schema.name!r}: family {schema.family!r} has no implementation "
+                            f"in this ember version") from None
+    fn = builder(schema, _composite_for(schema))
+    fn.__name__ = schema.name.rsplit(".", 1)[-1]
+    fn.__qualname__ = schema.name
+    fn.__doc__ = f"{schema.name}{schema.signature_text}\n\n{schema.doc}".strip()
+    ENTRIES[schema.name] = fn
+    target = namespace
+    *path, leaf = schema.name.split(".")
+    for part in path:
+        if not hasattr(target.__dict__.get(part, None), "__dict__"):
+            target.__dict__[part] = _Namespace()
+        target = target.__dict__[part]
+    target.__dict__[leaf] = fn
+    if not path:
+        _EXPRESSION_GLOBALS[schema.name] = fn
+    return fn
+
+
+def call(name: str, *args: Any, **kwargs: Any) -> Any:
+    return ENTRIES[name](*args, **kwargs)
+
+
+def names() -> list[str]:
+    return sorted(ENTRIES)
+
+
+def _bind_methods(schema: OpSchema, fn: Callable[..., Any]) -> None:
+    from ember_core.tensor import Tensor
+
+    for method in schema.methods:
+        if method in _REFLECTED:
+            setattr(Tensor, method, _reflected(fn))
+        elif method.startswith("__i") and method not in ("__invert__", "__index__"):
+            setattr(Tensor, method, _inplace(fn, schema.name))
+        else:
+            setattr(Tensor, method, fn)
+
+
+def _reflected(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def method(self: Any, other: Any) -> Any:
+        return fn(other, self)
+
+    return method
+
+
+def _inplace(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    def method(self: Any, other: Any) -> Any:
+        from ember_core.creation import write_inplace
+
+        write_inplace(self, fn(self, other), name)
+        return self
+
+    return method
+
+
+def load_vendor_file(path: str) -> list[str]:
+    """Declare the vendor ops of one TOML file and make them callable."""
+    loaded = REGISTRY.load_file(path)
+    for schema in loaded:
+        _install(schema)
+    return [s.name for s in loaded]
+
+
+for _schema in REGISTRY:
+    _bind_methods(_schema, _install(_schema))

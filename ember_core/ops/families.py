@@ -1,0 +1,468 @@
+"""How each family of ops runs: shape/dtype inference and validation, then one kernel call.
+
+A builder turns a schema into the callable that ``ember_core.<op>`` and the Tensor methods use.
+Hot families (unary, binary) cache a plan per (dtypes, shapes, device, preferences) so that a
+repeated call does one dict lookup before it allocates and calls the kernel.
+
+Kernel calling convention (what a backend implements, see docs/writing-a-backend.md):
+``kernel(out, *inputs, **attrs)``; outputs are fresh contiguous tensors on the device, inputs
+already have the op's compute dtype and (for elementwise families) the output's shape.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ember_core import dispatch
+from ember_core import dtypes as dt
+from ember_core.errors import DeviceError, DTypeError, KernelError, ShapeError, UnsupportedOpError
+from ember_core.ops.registry import NO_DEFAULT, OpSchema
+from ember_core.tensor import Storage, Tensor, contiguous_strides
+from ember_core.views import broadcast_shapes, broadcast_to, normalize_axes, normalize_axis, permute_dims
+
+_make = Tensor._make
+
+
+def empty(shape: tuple[int, ...], dtype: dt.DType, device: Any) -> Tensor:
+    return _make(Storage(device, math.prod(shape) * dtype.itemsize), shape, contiguous_strides(shape), 0, dtype)
+
+
+# ---- choosing and running a kernel ------------------------------------------------------------
+
+def resolve(schema: OpSchema, device: Any, dtype: dt.DType, composite: Callable | None) -> dispatch.Choice:
+    choice = dispatch.choose(schema.name, device.type, dtype, composite is not None, schema.fallback)
+    if choice is None:
+        device.backend  # noqa: B018  (an unavailable device explains itself first)
+        raise UnsupportedOpError(
+            f"{schema.name} has no kernel for {dtype.name} on {device} (providers: "
+            f"{[b.name for b in dispatch.ranked_providers(device.type, dispatch.current())] or 'none'}) and no "
+            f"composite or permitted fallback; run `ember backends` to see what each provider implements"
+        )
+    return choice
+
+
+def run(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor, ...], ins: tuple[Any, ...],
+        attrs: dict[str, Any]) -> None:
+    """Run a native kernel, or the host kernel through the fallback (copying both ways)."""
+    if choice.how == "native":
+        choice.kernel(*outs, *ins, **attrs)
+        return
+    device = outs[0]._device
+    dispatch.check_fallback_allowed(schema.name, str(device))
+    start = dispatch.now()
+    host_ins = tuple(x.to_device("cpu") if isinstance(x, Tensor) else x for x in ins)
+    host_outs = tuple(empty(o._shape, o._dtype, host_ins[0]._device if host_ins else _cpu()) for o in outs)
+    choice.kernel(*host_outs, *host_ins, **attrs)
+    moved = sum(x.nbytes for x in ins if isinstance(x, Tensor)) + sum(o.nbytes for o in outs)
+    for host, out in zip(host_outs, outs):
+        from ember_core.creation import copy_into
+
+        copy_into(out, host)
+    dispatch.record_fallback(schema.name, str(device), outs[0]._dtype.name, moved, dispatch.now() - start)
+
+
+def _cpu() -> Any:
+    from ember_core.device import Device
+
+    return Device("cpu")
+
+
+def check_dtype(schema: OpSchema, dtype: dt.DType) -> None:
+    if dtype not in schema.dtypes:
+        accepted = ", ".join(d.name for d in dt.ALL_DTYPES if d in schema.dtypes)
+        raise DTypeError(f"{schema.name} does not accept {dtype.name}; accepted dtypes: {accepted}")
+
+
+def same_device(schema: OpSchema, *tensors: Tensor) -> Any:
+    device = tensors[0]._device
+    for t in tensors[1:]:
+        if t._device is not device:
+            raise DeviceError(f"{schema.name}: tensors on different devices, {device} and {t._device}; "
+                              f"move one with .to_device(...) first (ember never copies implicitly)")
+    return device
+
+
+def as_tensor_arg(schema: OpSchema, x: Any, name: str = "x") -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    raise TypeError(f"{schema.name}: {name} must be an ember tensor, got {type(x).__name__}; "
+                    f"wrap data with ember_core.asarray(...)")
+
+
+def cast(x: Tensor, dtype: dt.DType) -> Tensor:
+    return x if x._dtype is dtype else _COPY(x, dtype)
+
+
+_COPY: Callable[[Tensor, dt.DType], Tensor]  # bound by build_copy for "astype"
+
+
+def result_dtype(schema: OpSchema, compute: dt.DType) -> dt.DType:
+    rule = schema.result
+    if rule == "bool":
+        return dt.bool_
+    if rule == "real":
+        return dt.real_dtype(compute)
+    if rule == "index":
+        return dt.index_dtype
+    return compute
+
+
+def _compute_dtype(schema: OpSchema, dtype: dt.DType) -> dt.DType:
+    if schema.int_to_float and dtype.kind in "biu":
+        return dt.default_float
+    return dtype
+
+
+# ---- scalars ----------------------------------------------------------------------------------
+
+_constants: dict[tuple[Any, ...], Tensor] = {}
+
+
+def constant(value: Any, dtype: dt.DType, device: Any) -> Tensor:
+    """A cached 0-d tensor holding a Python scalar (never handed to users, never written)."""
+    key = (type(value), value if value == value else "nan", dtype, device)
+    t = _constants.get(key)
+    if t is None:
+        if dtype.kind in "iu" and not dt.fits(value, dtype):
+            raise DTypeError(f"the scalar {value!r} does not fit in {dtype.name}")
+        from ember_core.creation import full
+
+        t = full((), value, dtype=dtype, device=device)
+        if len(_constants) > 1024:
+            _constants.clear()
+        _constants[key] = t
+    return t
+
+
+def scalar_operands(schema: OpSchema, x1: Any, x2: Any) -> tuple[Tensor, Tensor]:
+    if isinstance(x1, Tensor):
+        if isinstance(x2, Tensor):
+            return x1, x2
+        return x1, constant(x2, dt.dtype_for_scalar(x2, x1._dtype), x1._device)
+    if isinstance(x2, Tensor):
+        return constant(x1, dt.dtype_for_scalar(x1, x2._dtype), x2._device), x2
+    raise TypeError(f"{schema.name}: at least one operand must be an ember tensor, got "
+                    f"{type(x1).__name__} and {type(x2).__name__}")
+
+
+# ---- builders ---------------------------------------------------------------------------------
+
+def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def plan(x: Tensor) -> tuple[Any, ...]:
+        compute = _compute_dtype(schema, x._dtype)
+        check_dtype(schema, compute)
+        return compute, result_dtype(schema, compute), resolve(schema, x._device, compute, composite)
+
+    def op(x: Tensor, /) -> Tensor:
+        try:
+            compute, out_dtype, choice = plans[x._dtype, x._device, dispatch.current()]
+        except (KeyError, AttributeError):
+            x = as_tensor_arg(schema, x)
+            compute, out_dtype, choice = plans.setdefault((x._dtype, x._device, dispatch.current()), plan(x))
+        if x._dtype is not compute:
+            x = cast(x, compute)
+        if choice.how == "composite":
+            return composite(x)
+        out = empty(x._shape, out_dtype, x._device)
+        if choice.how == "native":
+            choice.kernel(out, x)
+        else:
+            run(schema, choice, (out,), (x,), {})
+        return out
+
+    return op
+
+
+def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def plan(x1: Tensor, x2: Tensor) -> tuple[Any, ...]:
+        device = same_device(schema, x1, x2)
+        shape = broadcast_shapes(x1._shape, x2._shape)
+        compute = _compute_dtype(schema, dt.promote_types(x1._dtype, x2._dtype))
+        check_dtype(schema, compute)
+        return shape, compute, result_dtype(schema, compute), resolve(schema, device, compute, composite)
+
+    def op(x1: Any, x2: Any, /) -> Tensor:
+        if x1.__class__ is not Tensor or x2.__class__ is not Tensor:
+            x1, x2 = scalar_operands(schema, x1, x2)
+        key = (x1._dtype, x2._dtype, x1._shape, x2._shape, x1._device, x2._device, dispatch.current())
+        p = plans.get(key)
+        if p is None:
+            p = plans[key] = plan(x1, x2)
+        shape, compute, out_dtype, choice = p
+        if x1._dtype is not compute:
+            x1 = cast(x1, compute)
+        if x2._dtype is not compute:
+            x2 = cast(x2, compute)
+        if choice.how == "composite":
+            return composite(x1, x2)
+        if x1._shape != shape:
+            x1 = broadcast_to(x1, shape)
+        if x2._shape != shape:
+            x2 = broadcast_to(x2, shape)
+        out = empty(shape, out_dtype, x1._device)
+        if choice.how == "native":
+            choice.kernel(out, x1, x2)
+        else:
+            run(schema, choice, (out,), (x1, x2), {})
+        return out
+
+    return op
+
+
+def build_where(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    def op(condition: Tensor, x1: Any, x2: Any, /) -> Tensor:
+        condition = as_tensor_arg(schema, condition, "condition")
+        if condition._dtype is not dt.bool_:
+            raise DTypeError(f"where: condition must be bool, got {condition._dtype.name}")
+        if not isinstance(x1, Tensor) and not isinstance(x2, Tensor):
+            x1 = constant(x1, dt.dtype_for_scalar(x1, None), condition._device)
+        x1, x2 = scalar_operands(schema, x1, x2)
+        device = same_device(schema, condition, x1, x2)
+        shape = broadcast_shapes(condition._shape, x1._shape, x2._shape)
+        compute = dt.promote_types(x1._dtype, x2._dtype)
+        choice = resolve(schema, device, compute, composite)
+        ins = tuple(broadcast_to(t, shape) for t in (condition, cast(x1, compute), cast(x2, compute)))
+        if choice.how == "composite":
+            return composite(*ins)
+        out = empty(shape, compute, device)
+        run(schema, choice, (out,), ins, {})
+        return out
+
+    return op
+
+
+def build_copy(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    """``copy(x)``: a contiguous copy; ``astype(x, dtype)``: a contiguous converted copy."""
+
+    def op(x: Tensor, dtype: Any = None, /) -> Tensor:
+        x = as_tensor_arg(schema, x)
+        dtype = x._dtype if dtype is None else dt.as_dtype(dtype)
+        # a conversion is served by the kernel of the source dtype (it writes any destination)
+        choice = resolve(schema, x._device, x._dtype, composite)
+        out = empty(x._shape, dtype, x._device)
+        run(schema, choice, (out,), (x,), {})
+        return out
+
+    if schema.name == "astype":
+        global _COPY
+        _COPY = op
+    return op
+
+
+class _Bound:
+    """Binds call arguments to an op's schema: defaults applied, unknown names rejected."""
+
+    def __init__(self, schema: OpSchema) -> None:
+        self.schema = schema
+        params = []
+        for p in schema.params:
+            kind = (inspect.Parameter.POSITIONAL_ONLY if p.positional_only else
+                    inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            default = inspect.Parameter.empty if p.default is NO_DEFAULT else p.default
+            params.append(inspect.Parameter(p.name, kind, default=default))
+        self.signature = inspect.Signature(params)
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.schema.name}{self.schema.signature_text}: {exc}") from None
+        bound.apply_defaults()
+        return bound.arguments
+
+
+def build_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    bind = _Bound(schema)
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        a = bind(args, kwargs)
+        x = as_tensor_arg(schema, a["x"])
+        axes = normalize_axes(a.get("axis"), x.ndim)
+        keepdims = bool(a.get("keepdims", False))
+        out_dtype = _reduction_dtype(schema, x._dtype, a.get("dtype"))
+        if composite is not None and dispatch.choose(schema.name, x._device.type, out_dtype, True,
+                                                     schema.fallback).how == "composite":
+            return composite(**a)
+        check_dtype(schema, x._dtype)
+        if schema.result != "bool" and x._dtype is not out_dtype:
+            x = cast(x, out_dtype)
+        if schema.name in ("max", "min") and any(x._shape[i] == 0 for i in axes):
+            raise ShapeError(f"{schema.name} of an empty slice has no identity: shape {x._shape}, axes {axes}")
+        kept = tuple(i for i in range(x.ndim) if i not in axes)
+        xp = permute_dims(x, kept + axes)
+        out = empty(tuple(x._shape[i] for i in kept), out_dtype, x._device)
+        run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,),
+            {"axes": tuple(range(len(kept), x.ndim))})
+        if keepdims:
+            out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(x._shape)))
+        return out
+
+    op.__signature__ = bind.signature  # type: ignore[attr-defined]
+    return op
+
+
+def _reduction_dtype(schema: OpSchema, dtype: dt.DType, requested: Any) -> dt.DType:
+    if schema.result == "bool":
+        return dt.bool_
+    if requested is not None:
+        return dt.as_dtype(requested)
+    if schema.result == "accumulate" and dtype.kind in "biu":
+        return dt.default_int
+    return dtype
+
+
+def build_arg_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    bind = _Bound(schema)
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        a = bind(args, kwargs)
+        x = as_tensor_arg(schema, a["x"])
+        check_dtype(schema, x._dtype)
+        axis, keepdims = a["axis"], a["keepdims"]
+        if axis is None:
+            xp, kept_shape = x.reshape(-1), ()
+        else:
+            axis = normalize_axis(axis, x.ndim)
+            xp = permute_dims(x, tuple(i for i in range(x.ndim) if i != axis) + (axis,)) if x.ndim else x.reshape(1)
+            kept_shape = xp._shape[:-1]
+        if xp._shape[-1] == 0:
+            raise ShapeError(f"{schema.name} of an empty sequence (shape {x._shape}) is undefined")
+        out = empty(kept_shape, dt.index_dtype, x._device)
+        run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,), {})
+        if keepdims:
+            out = out.reshape(tuple(1 if axis is None or i == axis else n for i, n in enumerate(x._shape)))
+        return out
+
+    op.__signature__ = bind.signature  # type: ignore[attr-defined]
+    return op
+
+
+def _last_axis_op(schema: OpSchema, x: Tensor, axis: int, out_dtype: dt.DType, attrs: dict[str, Any]) -> Tensor:
+    """Run a last-axis kernel (scan, sort) along ``axis`` and return the result in x's axis order."""
+    if x.ndim == 0:
+        x = x.reshape(1)
+        axis = 0
+    axis = normalize_axis(axis, x.ndim)
+    order = tuple(i for i in range(x.ndim) if i != axis) + (axis,)
+    xp = permute_dims(x, order)
+    out = empty(xp._shape, out_dtype, x._device)
+    run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,), attrs)
+    inverse = tuple(order.index(i) for i in range(x.ndim))
+    return permute_dims(out, inverse)
+
+
+def build_sort(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    bind = _Bound(schema)
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        a = bind(args, kwargs)
+        x = as_tensor_arg(schema, a["x"])
+        check_dtype(schema, x._dtype)
+        out_dtype = dt.index_dtype if schema.result == "index" else x._dtype
+        return _last_axis_op(schema, x, a["axis"], out_dtype, {"descending": bool(a["descending"])})
+
+    op.__signature__ = bind.signature  # type: ignore[attr-defined]
+    return op
+
+
+def build_scan(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    bind = _Bound(schema)
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        a = bind(args, kwargs)
+        x = as_tensor_arg(schema, a["x"])
+        check_dtype(schema, x._dtype)
+        axis = a["axis"]
+        if axis is None:
+            if x.ndim > 1:
+                raise ShapeError(f"{schema.name}: axis is required for a {x.ndim}-d tensor")
+            axis = 0
+        x = cast(x, _reduction_dtype(schema, x._dtype, a.get("dtype")))
+        out = _last_axis_op(schema, x, axis, x._dtype, {})
+        if a.get("include_initial"):
+            from ember_core.ops import call
+
+            axis = normalize_axis(axis, max(x.ndim, 1))
+            zeros_shape = tuple(1 if i == axis else n for i, n in enumerate(out._shape))
+            out = call("concat", [call("zeros", zeros_shape, dtype=out._dtype, device=out._device), out], axis=axis)
+        return out
+
+    op.__signature__ = bind.signature  # type: ignore[attr-defined]
+    return op
+
+
+def build_matmul(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    def op(x1: Tensor, x2: Tensor, /) -> Tensor:
+        x1, x2 = as_tensor_arg(schema, x1, "x1"), as_tensor_arg(schema, x2, "x2")
+        device = same_device(schema, x1, x2)
+        if x1.ndim == 0 or x2.ndim == 0:
+            raise ShapeError(f"matmul needs at least 1-d operands, got shapes {x1._shape} and {x2._shape}")
+        compute = dt.promote_types(x1._dtype, x2._dtype)
+        check_dtype(schema, compute)
+        a = x1.reshape((1, x1._shape[0])) if x1.ndim == 1 else x1
+        b = x2.reshape((x2._shape[0], 1)) if x2.ndim == 1 else x2
+        if a._shape[-1] != b._shape[-2]:
+            raise ShapeError(f"matmul: shapes {x1._shape} and {x2._shape} do not fit "
+                             f"({a._shape[-1]} != {b._shape[-2]} in the contracted dimension)")
+        batch = broadcast_shapes(a._shape[:-2], b._shape[:-2])
+        m, n = a._shape[-2], b._shape[-1]
+        a = broadcast_to(cast(a, compute), (*batch, *a._shape[-2:]))
+        b = broadcast_to(cast(b, compute), (*batch, *b._shape[-2:]))
+        out = empty((*batch, m, n), compute, device)
+        run(schema, resolve(schema, device, compute, None), (out,), (a, b), {})
+        if x1.ndim == 1:
+            out = out.reshape(out._shape[:-2] + (n,))
+        if x2.ndim == 1:
+            out = out.reshape(out._shape[:-1])
+        return out
+
+    return op
+
+
+def build_fill(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    """``full(shape, fill_value, *, dtype, device)``."""
+
+    def op(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+        from ember_core.device import as_device, default_device
+        from ember_core.views import as_shape
+
+        shape = as_shape(shape)
+        if isinstance(fill_value, Tensor):
+            fill_value = fill_value.item()
+        dtype = dt.dtype_for_scalar(fill_value, None) if dtype is None else dt.as_dtype(dtype)
+        device = default_device() if device is None else as_device(device)
+        if dtype.kind in "iu" and not dt.fits(fill_value, dtype):
+            raise DTypeError(f"full: {fill_value!r} does not fit in {dtype.name}")
+        if dtype.kind in "biu" and isinstance(fill_value, (float, complex)):
+            raise DTypeError(f"full: cannot fill {dtype.name} with {fill_value!r}; pass an int or a float dtype")
+        out = empty(shape, dtype, device)
+        run(schema, resolve(schema, device, dtype, None), (out,), (), {"value": fill_value})
+        return out
+
+    return op
+
+
+def build_composite(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
+    """Ops whose whole implementation is their composite (views, creation helpers...)."""
+    if composite is None:
+        raise UnsupportedOpError(f"{schema.file}: op {schema.name!r} of family 'composite' has no implementation")
+    return composite
+
+
+def kernel_error(op: str, status: int) -> KernelError:
+    return KernelError(f"{op}: the kernel failed with status {status} after the core's checks passed; "
+                       f"this is a backend bug, please report it with the call that triggered it")
+
+
+BUILDERS: dict[str, Callable[[OpSchema, Callable | None], Callable[..., Any]]] = {
+    "unary": build_unary, "binary": build_binary, "where": build_where, "copy": build_copy,
+    "reduction": build_reduction, "arg_reduction": build_arg_reduction, "scan": build_scan,
+    "sort": build_sort, "matmul": build_matmul, "fill": build_fill, "composite": build_composite,
+}

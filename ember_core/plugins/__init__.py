@@ -1,0 +1,366 @@
+"""Plugin discovery, registration and validation.
+
+``import ember_core`` loads nothing; the first use of a device (or ``ember backends``) discovers the
+entry points in group ``ember.backends`` and registers each one in isolation: a plugin that raises
+on import, lacks a hook, was built for another ABI, ships a bad manifest or claims a device type
+already taken is recorded as broken with its reason, and every other plugin keeps working.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from ember_core.errors import BackendUnavailableError, PluginError, RegistryError
+from ember_core.plugins import hookspecs
+from ember_core.plugins.hookspecs import DEVICE_HOOKS, REQUIRED_HOOKS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+hookimpl = pluggy.HookimplMarker("ember")
+
+ENTRY_POINT_GROUP = "ember.backends"
+ABI_MAJOR = 1  # must equal EMBER_ABI_MAJOR in include/ember.h (a test checks)
+ABI_MINOR = 0
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """What ``ember_plugin_info`` returns."""
+
+    name: str
+    version: str
+    abi: tuple[int, int]
+    device_types: tuple[str, ...] = ()
+    manifest: str | Path | None = None  # path of the capability manifest (TOML)
+    package: str | None = None  # distribution name, for messages; defaults to ember-<name>
+
+
+@dataclass
+class Manifest:
+    """A plugin's capability manifest: which ops it runs natively, for which dtypes."""
+
+    priority: int
+    kernels: dict[str, dict[str, frozenset]]  # device_type -> op -> dtypes
+    xfail: dict[str, dict[str, str]]  # device_type -> "op:dtype" -> reason
+
+
+@dataclass
+class Backend:
+    """One registered plugin, its hooks resolved to plain callables for the hot path."""
+
+    info: PluginInfo
+    module: Any
+    manifest: Manifest
+    hooks: dict[str, Callable[..., Any]]
+    _kernels: dict[str, Mapping[str, Callable[..., None]]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def package(self) -> str:
+        return self.info.package or f"ember-{self.info.name}"
+
+    @property
+    def priority(self) -> int:
+        return self.manifest.priority
+
+    def kernels(self, device_type: str) -> Mapping[str, Callable[..., None]]:
+        """The plugin's kernels for a device type, fetched once and checked against the manifest."""
+        table = self._kernels.get(device_type)
+        if table is None:
+            table = dict(self.hooks["ember_kernels"](device_type=device_type) or {})
+            claimed = set(self.manifest.kernels.get(device_type, {}))
+            missing, unclaimed = claimed - set(table), set(table) - claimed
+            if missing or unclaimed:
+                raise PluginError(
+                    f"{self.package}: its manifest and ember_kernels({device_type!r}) disagree: "
+                    f"claimed without a kernel {sorted(missing)}, kernels not in the manifest "
+                    f"{sorted(unclaimed)}; fix the manifest or the kernel table"
+                )
+            self._kernels[device_type] = table
+        return table
+
+    def call(self, hook: str, **kwargs: Any) -> Any:
+        return self.hooks[hook](**kwargs)
+
+
+@dataclass
+class BrokenPlugin:
+    name: str
+    package: str | None
+    reason: str
+
+
+class PluginManager:
+    """Holds every backend of the process.  Thread-safe discovery; lookups are lock-free."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager("ember")
+        self.pm.add_hookspecs(hookspecs)
+        self.backends: dict[str, Backend] = {}
+        self.broken: dict[str, BrokenPlugin] = {}
+        self.device_owner: dict[str, Backend] = {}
+        self._discovered = False
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[], None]] = []
+
+    # ---- discovery ---------------------------------------------------------------------------
+
+    def ensure_discovered(self) -> None:
+        if self._discovered:
+            return
+        with self._lock:
+            if self._discovered:
+                return
+            for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+                package = ep.dist.name if ep.dist is not None else None
+                if ep.name in self.backends or ep.name in self.broken:
+                    continue
+                try:
+                    module = ep.load()
+                except Exception as exc:  # any failure of third-party code is isolated
+                    self._mark_broken(ep.name, package, f"import failed: {_describe(exc)}")
+                    continue
+                self._register_isolated(module, package=package, fallback_name=ep.name)
+            self._discovered = True
+            self._changed()
+
+    def register(self, module: Any) -> Backend:
+        """Register a plugin that is not an installed package (a vendor prototyping).
+
+        Raises PluginError with the reason instead of recording it as broken: the caller is the
+        developer who can fix it.
+        """
+        with self._lock:
+            self.ensure_discovered()
+            backend = self._register(module, package=None)
+            self._changed()
+            return backend
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            backend = self.backends.pop(name, None)
+            self.broken.pop(name, None)
+            if backend is not None:
+                self.pm.unregister(backend.module)
+                for device_type in backend.info.device_types:
+                    self.device_owner.pop(device_type, None)
+            self._changed()
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` whenever the set of backends changes (dispatch caches listen)."""
+        self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        for callback in self._listeners:
+            callback()
+
+    def _mark_broken(self, name: str, package: str | None, reason: str) -> None:
+        self.broken[name] = BrokenPlugin(name, package, reason)
+
+    def _register(self, module: Any, *, package: str | None) -> Backend:
+        backend = self._validate(module, package)
+        self.pm.register(module, name=backend.name)
+        self.backends[backend.name] = backend
+        for device_type in backend.info.device_types:
+            self.device_owner[device_type] = backend
+        return backend
+
+    def _register_isolated(self, module: Any, *, package: str | None, fallback_name: str) -> None:
+        try:
+            self._register(module, package=package)
+        except Exception as exc:  # third-party code: whatever it raises is recorded, not propagated
+            name = getattr(exc, "plugin_name", None) or fallback_name
+            self._mark_broken(name, package, _describe(exc))
+
+    def _validate(self, module: Any, package: str | None) -> Backend:
+        hooks = _collect_hooks(module)
+        missing = [h for h in REQUIRED_HOOKS if h not in hooks]
+        if missing:
+            raise PluginError(f"{package or module!r} lacks required hooks {missing}; see ember_core.plugins.hookspecs")
+        info = hooks["ember_plugin_info"]()
+        if not isinstance(info, PluginInfo):
+            raise PluginError(f"{package or module!r}: ember_plugin_info must return ember_core.plugins.PluginInfo")
+        if package and info.package is None:
+            info = PluginInfo(**{**info.__dict__, "package": package})
+        label = info.package or f"ember-{info.name}"
+        try:
+            _check_abi(info, label)
+            if info.name in self.backends:
+                raise PluginError(f"{label}: a plugin named {info.name!r} is already registered "
+                                  f"({self.backends[info.name].package}); uninstall one of them")
+            if info.device_types:
+                missing = [h for h in DEVICE_HOOKS if h not in hooks]
+                if missing:
+                    raise PluginError(f"{label} owns device types {list(info.device_types)} but lacks "
+                                      f"the device hooks {missing}; see ember_core.plugins.hookspecs")
+            for device_type in info.device_types:
+                if device_type in self.device_owner:
+                    owner = self.device_owner[device_type]
+                    raise PluginError(f"{label} claims device type {device_type!r}, already owned by "
+                                      f"{owner.package}; uninstall one of them")
+                if not device_type.isidentifier() or ":" in device_type:
+                    raise PluginError(f"{label}: device type {device_type!r} must be an identifier")
+            manifest = load_manifest(info.manifest, label)
+            _check_hook_signatures(self.pm, module, label)
+        except PluginError as exc:
+            exc.plugin_name = info.name  # type: ignore[attr-defined]
+            raise
+        return Backend(info=info, module=module, manifest=manifest, hooks=hooks)
+
+    # ---- lookups -------------------------------------------------------------------------------
+
+    def owner(self, device_type: str) -> Backend:
+        self.ensure_discovered()
+        backend = self.device_owner.get(device_type)
+        if backend is not None:
+            return backend
+        for broken in self.broken.values():
+            if broken.name == device_type:
+                raise BackendUnavailableError(f"the {device_type!r} backend ({broken.package}) is broken: "
+                                              f"{broken.reason}")
+        known = ", ".join(sorted(self.device_owner)) or "none"
+        raise BackendUnavailableError(
+            f"no installed backend provides device type {device_type!r} (available: {known}); "
+            f'install one, e.g. pip install "ember[{device_type}]"'
+        )
+
+    def providers(self, device_type: str) -> list[Backend]:
+        """Every backend with kernels for ``device_type``, highest priority first."""
+        self.ensure_discovered()
+        found = [b for b in self.backends.values() if device_type in b.manifest.kernels]
+        return sorted(found, key=lambda b: -b.priority)
+
+    def broadcast(self, hook: str, **kwargs: Any) -> list[Any]:
+        """Call an optional hook on every plugin that implements it."""
+        self.ensure_discovered()
+        return getattr(self.pm.hook, hook)(**kwargs)
+
+
+def _collect_hooks(module: Any) -> dict[str, Callable[..., Any]]:
+    """The hookimpl-marked functions of a module or object, by hook name, each callable with the
+    spec's full keyword arguments (pluggy lets an implementation accept a subset)."""
+    hooks = {}
+    for attr in dir(module):
+        fn = getattr(module, attr, None)
+        opts = getattr(fn, "ember_impl", None)
+        if opts is not None and callable(fn):
+            name = opts.get("specname") or attr
+            spec = getattr(hookspecs, name, None)
+            hooks[name] = _adapt(fn, spec) if spec is not None else fn
+    return hooks
+
+
+def _adapt(fn: Callable[..., Any], spec: Callable[..., Any]) -> Callable[..., Any]:
+    """A callable taking the spec's arguments (positionally or by name) for an implementation
+    that declares only some of them."""
+    wanted = tuple(inspect.signature(fn).parameters)
+    spec_names = tuple(inspect.signature(spec).parameters)
+    if wanted == spec_names:
+        return fn
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        kwargs.update(zip(spec_names, args))
+        return fn(**{k: kwargs[k] for k in wanted if k in kwargs})
+
+    return call
+
+
+def _check_hook_signatures(pm: pluggy.PluginManager, module: Any, label: str) -> None:
+    """pluggy rejects a hookimpl whose arguments are not in its spec; unknown hook names are ours to catch."""
+    for name in _collect_hooks(module):
+        if not name.startswith("ember_") or not hasattr(hookspecs, name):
+            raise PluginError(f"{label}: {name!r} is marked as a hook but no such hook exists in "
+                              f"ember_core.plugins.hookspecs (a typo?)")
+    probe = pluggy.PluginManager("ember")
+    probe.add_hookspecs(hookspecs)
+    try:
+        probe.register(module)
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(f"{label}: {exc}") from None
+
+
+def _check_abi(info: PluginInfo, label: str) -> None:
+    try:
+        major, minor = (int(x) for x in info.abi)
+    except (TypeError, ValueError):
+        raise PluginError(f"{label}: PluginInfo.abi must be (major, minor), got {info.abi!r}") from None
+    if major != ABI_MAJOR:
+        raise PluginError(
+            f"{label} {info.version} was built for the ember ABI {major}.{minor}, but this ember speaks "
+            f"{ABI_MAJOR}.{ABI_MINOR}; rebuild it against this ember: "
+            f"pip install --force-reinstall --no-binary {label} {label}"
+        )
+    if minor > ABI_MINOR:
+        raise PluginError(
+            f"{label} {info.version} needs the ember ABI {major}.{minor}, newer than this ember's "
+            f"{ABI_MAJOR}.{ABI_MINOR}; upgrade the core: pip install -U ember"
+        )
+
+
+def load_manifest(path: str | Path | None, label: str) -> Manifest:
+    """Parse a capability manifest; every problem names the file and the entry."""
+    if path is None:
+        return Manifest(priority=0, kernels={}, xfail={})
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise PluginError(f"{label}: cannot read its manifest {path}: {exc}") from None
+    from ember_core.ops.registry import REGISTRY, resolve_dtypes
+
+    priority = data.get("plugin", {}).get("priority", 0)
+    if not isinstance(priority, int):
+        raise PluginError(f"{label}: {path}: [plugin] priority must be an integer")
+    kernels: dict[str, dict[str, frozenset]] = {}
+    for device_type, ops in data.get("kernels", {}).items():
+        table = kernels[device_type] = {}
+        for op, spec in ops.items():
+            schema = REGISTRY.get(op)
+            if schema is None:
+                raise PluginError(f"{label}: {path}: [kernels.{device_type}] names {op!r}, which no op "
+                                  f"declaration defines")
+            try:
+                table[op] = schema.dtypes if spec == "registry" else resolve_dtypes(spec)
+            except RegistryError as exc:
+                raise PluginError(f"{label}: {path}: [kernels.{device_type}] {op}: {exc}") from None
+    xfail = {dt: dict(entries) for dt, entries in data.get("xfail", {}).items()}
+    return Manifest(priority=priority, kernels=kernels, xfail=xfail)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, (PluginError, BackendUnavailableError)):
+        return str(exc)
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    loc = f" (at {where[0].filename}:{where[0].lineno})" if where else ""
+    return f"{type(exc).__name__}: {exc}{loc}"
+
+
+MANAGER = PluginManager()
+
+
+def register(module: Any) -> Backend:
+    """Register a plugin module directly (no installed package needed)."""
+    return MANAGER.register(module)
+
+
+def unregister(name: str) -> None:
+    MANAGER.unregister(name)
+
+
+__all__ = ["ABI_MAJOR", "ABI_MINOR", "MANAGER", "Backend", "PluginInfo", "hookimpl", "register", "unregister"]

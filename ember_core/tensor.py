@@ -1,0 +1,377 @@
+"""The Tensor: a backend buffer plus shape, strides (elements), storage offset, dtype and device.
+
+Views (reshape, permute, expand, basic slicing...) are metadata over the same Storage and live
+here, once, for every backend.  Ops are attached to the class from the registry
+(``ember_core.ops``), so this module holds only what is not an op.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ember_core import dtypes as _dt
+from ember_core.device import Device, as_device
+from ember_core.errors import DeviceError, DTypeError, ShapeError
+
+
+class Storage:
+    """One allocation of a backend.  ``version`` counts in-place writes (autograd checks it)."""
+
+    __slots__ = ("__weakref__", "device", "free", "handle", "nbytes", "version")
+
+    def __init__(self, device: Device, nbytes: int, handle: Any = None) -> None:
+        backend = device.backend
+        self.device = device
+        self.nbytes = nbytes
+        self.version = 0
+        self.free = None
+        self.handle = backend.hooks["ember_alloc"](device, nbytes) if handle is None else handle
+        self.free = backend.hooks["ember_free"]
+
+    def __del__(self) -> None:
+        free = self.free
+        if free is not None:
+            self.free = None
+            try:
+                free(self.device, self.handle)
+            except Exception:  # a finalizer must not raise; the backend is already told by contract
+                pass
+
+
+@lru_cache(maxsize=4096)
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _is_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    expected = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != expected:
+            return n == 0 or False
+        expected *= n
+    return True
+
+
+_new = object.__new__
+
+
+class Tensor:
+    __slots__ = (
+        "__weakref__", "_contig", "_device", "_dtype", "_numel", "_offset", "_shape", "_storage",
+        "_strides", "grad", "grad_fn", "requires_grad",
+    )
+
+    # ---- construction (internal: users call ember_core.asarray / zeros / ...) -------------------
+    @staticmethod
+    def _make(storage: Storage, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+              dtype: _dt.DType) -> Tensor:
+        t = _new(Tensor)
+        t._storage = storage
+        t._shape = shape
+        t._strides = strides
+        t._offset = offset
+        t._dtype = dtype
+        t._device = storage.device
+        t._numel = math.prod(shape)
+        t._contig = _is_contiguous(shape, strides)
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        return t
+
+    def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
+        """A view of this tensor's storage (views share the storage, hence its version counter)."""
+        return Tensor._make(self._storage, shape, strides, offset, self._dtype)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("create tensors with ember_core.asarray(...), zeros(...), from_numpy(...) etc.")
+
+    # ---- the array object's attributes ---------------------------------------------------------
+    @property
+    def dtype(self) -> _dt.DType:
+        return self._dtype
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """In elements, as the kernels see them (numpy's are in bytes)."""
+        return self._strides
+
+    @property
+    def offset(self) -> int:
+        """Storage offset in elements."""
+        return self._offset
+
+    @property
+    def handle(self) -> Any:
+        """The backend's allocation handle (for kernels)."""
+        return self._storage.handle
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self._contig
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return self._numel
+
+    @property
+    def nbytes(self) -> int:
+        return self._numel * self._dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def T(self) -> Tensor:
+        if self.ndim != 2:
+            raise ShapeError(f".T needs a 2-d tensor, got {self.ndim}-d; use .mT or permute_dims for batches")
+        return self.permute_dims((1, 0))
+
+    @property
+    def mT(self) -> Tensor:
+        if self.ndim < 2:
+            raise ShapeError(f".mT needs at least 2 dimensions, got shape {self._shape}")
+        axes = (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2)
+        return self.permute_dims(axes)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        try:
+            body = np.array2string(self._to_numpy_copy(), separator=", ", prefix="tensor(")
+        except Exception as exc:  # never let repr fail while debugging
+            body = f"<unreadable: {exc}>"
+        extras = []
+        if self._device.type != "cpu":
+            extras.append(f"device='{self._device}'")
+        if self._dtype not in (_dt.float32, _dt.int64, _dt.bool_):
+            extras.append(f"dtype={self._dtype.name}")
+        if self.requires_grad:
+            extras.append("requires_grad=True")
+        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar("bool"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex"))
+
+    def __index__(self) -> int:
+        if self._dtype.kind not in "iu":
+            raise DTypeError(f"only integer tensors can be used as an index, got {self._dtype.name}")
+        return int(self._scalar("__index__"))
+
+    def _scalar(self, what: str) -> Any:
+        if self._numel != 1:
+            raise ShapeError(f"{what}() needs a tensor with one element, got shape {self._shape}")
+        return self.item()
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # ---- host interop ---------------------------------------------------------------------------
+    def item(self) -> bool | int | float | complex:
+        """The single element as a Python scalar (synchronizes with the device)."""
+        if self._numel != 1:
+            raise ShapeError(f"item() needs a tensor with one element, got shape {self._shape}")
+        return self._to_numpy_copy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self._to_numpy_copy().tolist()
+
+    def numpy(self) -> np.ndarray:
+        """A numpy view of a host tensor's memory (zero-copy); raises for device memory."""
+        address = self._host_address()
+        if address is None:
+            raise DeviceError(f"numpy() needs a host tensor, this one is on {self._device}; "
+                              f"call .to('cpu') first")
+        if self._dtype.numpy is None:
+            raise DTypeError(f"numpy has no {self._dtype.name}; call .astype(ember_core.float32) first")
+        return _numpy_alias(self, address)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        arr = self._to_numpy_copy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def _host_address(self) -> int | None:
+        hook = self._device.backend.hooks.get("ember_host_address")
+        if hook is None:
+            return None
+        return hook(self._device, self._storage.handle)
+
+    def _to_numpy_copy(self) -> np.ndarray:
+        """A numpy copy of the elements, in C order (bfloat16 widens to float32)."""
+        src = self if self._contig else self.contiguous()
+        np_dtype = np.dtype(np.uint16) if src._dtype is _dt.bfloat16 else src._dtype.numpy
+        arr = np.empty(src._shape, dtype=np_dtype)
+        if src._numel:
+            src._device.backend.hooks["ember_copy_to_host"](
+                src._device, src._storage.handle, src._offset * src.itemsize, memoryview(arr.reshape(-1)).cast("B")
+            )
+        if src._dtype is _dt.bfloat16:
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        return arr
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        if self._host_address() is None:
+            raise DeviceError(f"__dlpack__ is supported for host tensors; this one is on {self._device}")
+        return (1, 0)  # kDLCPU
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        arr = self.numpy()
+        if copy:
+            arr = arr.copy()
+        return arr.__dlpack__() if max_version is None else arr.__dlpack__(max_version=max_version)
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        if api_version not in (None, "2023.12", "2022.12", "2021.12"):
+            raise ValueError(f"unsupported Array API version {api_version!r}; ember implements 2023.12")
+        import ember_core
+
+        return ember_core
+
+    # ---- views ---------------------------------------------------------------------------------
+    def reshape(self, *shape: Any, copy: bool | None = None) -> Tensor:
+        from ember_core import views
+
+        return views.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
+                             copy=copy)
+
+    view = reshape
+
+    def permute_dims(self, axes: Any) -> Tensor:
+        from ember_core import views
+
+        return views.permute_dims(self, axes)
+
+    def permute(self, *axes: Any) -> Tensor:
+        return self.permute_dims(axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
+
+    def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
+        from ember_core import views
+
+        return views.swapaxes(self, dim0, dim1)
+
+    def expand(self, *shape: Any) -> Tensor:
+        from ember_core import views
+
+        return views.broadcast_to(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        from ember_core import views
+
+        return views.flatten(self, start_dim, end_dim)
+
+    def squeeze(self, axis: Any = None) -> Tensor:
+        from ember_core import views
+
+        return views.squeeze(self, axis)
+
+    def unsqueeze(self, axis: int) -> Tensor:
+        from ember_core import views
+
+        return views.expand_dims(self, axis=axis)
+
+    def contiguous(self) -> Tensor:
+        if self._contig:
+            return self
+        from ember_core.ops import call
+
+        return call("copy", self)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        from ember_core import indexing
+
+        return indexing.getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from ember_core import indexing
+
+        indexing.setitem(self, key, value)
+
+    # ---- devices and dtypes --------------------------------------------------------------------
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+        from ember_core.creation import copy_to_device
+
+        device = as_device(device)
+        return self if device is self._device else copy_to_device(self, device)
+
+    def to(self, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """``t.to('vulkan')``, ``t.to(ember_core.float16)``, ``t.to(device, dtype)``."""
+        for arg in args:
+            if isinstance(arg, (_dt.DType, type)) or (isinstance(arg, str) and arg in _dt.BY_NAME):
+                dtype = arg
+            else:
+                device = arg
+        out = self
+        if device is not None:
+            out = out.to_device(device)
+        if dtype is not None and _dt.as_dtype(dtype) is not out._dtype:
+            out = out.astype(_dt.as_dtype(dtype))
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to_device("cpu")
+
+    def astype(self, dtype: Any, /, *, copy: bool = True) -> Tensor:
+        from ember_core.ops import call
+
+        dtype = _dt.as_dtype(dtype)
+        if dtype is self._dtype and not copy:
+            return self
+        return call("astype", self, dtype)
+
+
+def _numpy_alias(t: Tensor, address: int) -> np.ndarray:
+    """An ndarray over a host tensor's memory that keeps the tensor's storage alive."""
+    itemsize = t.itemsize
+    low = sum((n - 1) * s for n, s in zip(t._shape, t._strides) if s < 0 and n > 0)
+    high = sum((n - 1) * s for n, s in zip(t._shape, t._strides) if s > 0 and n > 0)
+    holder = _Holder(t._storage, address + (t._offset + low) * itemsize, (high - low + 1) * itemsize)
+    if not t._numel:
+        return np.empty(t._shape, t._dtype.numpy)
+    flat = np.asarray(holder).view(t._dtype.numpy)  # the holder (and storage) stays the base
+    return np.lib.stride_tricks.as_strided(
+        flat[-low:], shape=t._shape, strides=tuple(s * itemsize for s in t._strides), writeable=True
+    )
+
+
+class _Holder:
+    """Exposes host memory through the buffer protocol while holding its Storage."""
+
+    def __init__(self, storage: Storage, address: int, nbytes: int) -> None:
+        self.storage = storage
+        self.__array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (address, False), "version": 3,
+        }

@@ -1,0 +1,217 @@
+"""View computations: new shape/strides/offset over the same storage, validated here once for
+every backend.  Nothing here touches memory except reshape of a non-viewable layout (a copy)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ember_core.errors import ShapeError
+from ember_core.tensor import Tensor, contiguous_strides
+
+
+def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise ShapeError(f"{what} {axis} is out of range for a {ndim}-d tensor (valid: {-ndim}..{ndim - 1})")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """None -> all axes; int or sequence -> sorted unique non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
+    if len(out) != len(axes):
+        raise ShapeError(f"repeated axis in {axis!r}")
+    return out
+
+
+def as_shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        out = tuple(int(n.__index__()) for n in shape)
+    except (TypeError, AttributeError):
+        raise TypeError(f"a shape is a sequence of ints, got {shape!r}") from None
+    if any(n < 0 for n in out):
+        raise ShapeError(f"negative dimension in shape {out}")
+    return out
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for shape in shapes:
+        for i, n in enumerate(shape, ndim - len(shape)):
+            if n != out[i]:
+                if out[i] == 1:
+                    out[i] = n
+                elif n != 1:
+                    raise ShapeError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} do not broadcast: "
+                                     f"dimension {i - ndim} is {out[i]} in one and {n} in another")
+    return tuple(out)
+
+
+def broadcast_to(x: Tensor, shape: Any) -> Tensor:
+    shape = as_shape(shape)
+    if shape == x._shape:
+        return x
+    if len(shape) < x.ndim:
+        raise ShapeError(f"cannot broadcast shape {x._shape} to fewer dimensions {shape}")
+    lead = len(shape) - x.ndim
+    strides = [0] * lead
+    for i, (n, s) in enumerate(zip(x._shape, x._strides)):
+        target = shape[lead + i]
+        if n == target:
+            strides.append(s)
+        elif n == 1:
+            strides.append(0)
+        else:
+            raise ShapeError(f"cannot broadcast shape {x._shape} to {shape}: dimension {i} is {n}, not 1 or {target}")
+    return x._view(shape, tuple(strides), x._offset)
+
+
+def permute_dims(x: Tensor, axes: Any) -> Tensor:
+    axes = tuple(normalize_axis(a, x.ndim) for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise ShapeError(f"permute_dims needs a permutation of 0..{x.ndim - 1}, got {axes}")
+    return x._view(tuple(x._shape[a] for a in axes), tuple(x._strides[a] for a in axes), x._offset)
+
+
+def swapaxes(x: Tensor, a: int, b: int) -> Tensor:
+    axes = list(range(x.ndim))
+    a, b = normalize_axis(a, x.ndim), normalize_axis(b, x.ndim)
+    axes[a], axes[b] = axes[b], axes[a]
+    return permute_dims(x, axes)
+
+
+def _infer_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tuple[int, ...]:
+    unknown = [i for i, n in enumerate(shape) if n == -1]
+    if len(unknown) > 1 or any(n < -1 for n in shape):
+        raise ShapeError(f"invalid shape {shape}: at most one -1, no other negatives")
+    if unknown:
+        known = math.prod(n for n in shape if n != -1)
+        if known == 0 or numel % known:
+            raise ShapeError(f"cannot reshape {old} ({numel} elements) into {shape}")
+        shape = tuple(numel // known if n == -1 else n for n in shape)
+    if math.prod(shape) != numel:
+        raise ShapeError(f"cannot reshape {old} ({numel} elements) into {shape} ({math.prod(shape)} elements)")
+    return shape
+
+
+def reshape(x: Tensor, shape: Any, *, copy: bool | None = None) -> Tensor:
+    shape = _infer_shape(tuple(int(n) for n in ((shape,) if isinstance(shape, int) else shape)), x._numel, x._shape)
+    if copy is True:
+        return reshape(x.contiguous() if not x._contig else _copy(x), shape)
+    if x._contig:
+        return x._view(shape, contiguous_strides(shape), x._offset)
+    strides = _split_view_strides(x, shape)
+    if strides is not None:
+        return x._view(shape, strides, x._offset)
+    if copy is False:
+        raise ShapeError(f"reshape of this {x._shape} layout to {shape} needs a copy, and copy=False forbids one")
+    return reshape(x.contiguous(), shape)
+
+
+def _copy(x: Tensor) -> Tensor:
+    from ember_core.ops import call
+
+    return call("copy", x)
+
+
+def _split_view_strides(x: Tensor, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Strides for a view when each run of new dims maps onto a contiguous run of old dims."""
+    old = [(n, s) for n, s in zip(x._shape, x._strides) if n != 1]
+    new = [n for n in shape if n != 1]
+    strides_for_new: list[int] = []
+    i = j = 0
+    while i < len(old) and j < len(new):
+        # grow groups on both sides until their element counts match
+        oi, nj = i, j
+        osize, nsize = old[i][0], new[j]
+        while osize != nsize:
+            if osize < nsize:
+                i += 1
+                if i >= len(old):
+                    return None
+                osize *= old[i][0]
+            else:
+                j += 1
+                if j >= len(new):
+                    return None
+                nsize *= new[j]
+        for k in range(oi, i):  # the old group must be one contiguous block
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        stride = old[i][1]
+        group = []
+        for k in range(j, nj - 1, -1):
+            group.append(stride)
+            stride *= new[k]
+        strides_for_new.extend(reversed(group))
+        i += 1
+        j += 1
+    if i != len(old) or j != len(new):
+        return None
+    it = iter(strides_for_new)
+    return tuple(0 if n == 1 else next(it) for n in shape)
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    start, end = normalize_axis(start_dim, x.ndim), normalize_axis(end_dim, x.ndim)
+    if start > end:
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shape = (*x._shape[:start], math.prod(x._shape[start : end + 1]), *x._shape[end + 1 :])
+    return reshape(x, shape)
+
+
+def squeeze(x: Tensor, axis: Any = None) -> Tensor:
+    axes = tuple(i for i, n in enumerate(x._shape) if n == 1) if axis is None else normalize_axes(axis, x.ndim)
+    for a in axes:
+        if x._shape[a] != 1:
+            raise ShapeError(f"cannot squeeze axis {a} of shape {x._shape}: its size is {x._shape[a]}, not 1")
+    keep = [i for i in range(x.ndim) if i not in axes]
+    return x._view(tuple(x._shape[i] for i in keep), tuple(x._strides[i] for i in keep), x._offset)
+
+
+def expand_dims(x: Tensor, /, *, axis: int = 0) -> Tensor:
+    axis = normalize_axis(axis, x.ndim + 1)
+    shape = (*x._shape[:axis], 1, *x._shape[axis:])
+    strides = (*x._strides[:axis], 0, *x._strides[axis:])
+    return x._view(shape, strides, x._offset)
+
+
+def moveaxis(x: Tensor, source: Any, destination: Any, /) -> Tensor:
+    src = [normalize_axis(a, x.ndim) for a in ((source,) if isinstance(source, int) else source)]
+    dst = [normalize_axis(a, x.ndim) for a in ((destination,) if isinstance(destination, int) else destination)]
+    if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ShapeError(f"moveaxis: source {source} and destination {destination} must be unique and equally long")
+    order = [a for a in range(x.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute_dims(x, order)
+
+
+def flip_view(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+    strides, offset = list(x._strides), x._offset
+    for a in axes:
+        if x._shape[a] > 0:
+            offset += (x._shape[a] - 1) * strides[a]
+        strides[a] = -strides[a]
+    return x._view(x._shape, tuple(strides), offset)
+
+
+def as_strided(x: Tensor, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
+    """Internal: windows for convolution and pooling.  Bounds are checked against the storage."""
+    itemsize = x.itemsize
+    lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0 and n)
+    hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0 and n)
+    if math.prod(shape) and (lo < 0 or (hi + 1) * itemsize > x._storage.nbytes):
+        raise ShapeError("as_strided view reaches outside its storage")
+    return x._view(shape, strides, offset)

@@ -1,0 +1,181 @@
+"""ember-cpu's kernel table: op name -> a Python function that builds ``ember_tensor``
+descriptors and calls one C entry point.  Every function follows the core's calling convention
+``kernel(out, *inputs, **attrs)``.
+
+Descriptors carry at most EMBER_MAX_NDIM dims, so operands are first coalesced: adjacent dims
+that are contiguous in every operand merge, which also shortens the C loops' outer iteration.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ember_core.errors import IndexOutOfRangeError, KernelError, ShapeError
+
+from ember_cpu._native import ffi, lib
+
+_SIZE = ffi.sizeof("ember_tensor")
+_MAX_NDIM = lib.EMBER_MAX_NDIM
+_FAILURES = {
+    lib.EMBER_ERR_INDEX: IndexOutOfRangeError,
+    lib.EMBER_ERR_OUT_OF_MEMORY: MemoryError,
+}
+
+
+def _check(status: int, op: str) -> None:
+    if status:
+        error = _FAILURES.get(status, KernelError)
+        raise error(f"ember-cpu {op}: kernel status {status}"
+                    + ("" if error is not KernelError else "; a backend bug: please report the call"))
+
+
+def _coalesce(shape: tuple[int, ...], *stride_sets: tuple[int, ...]) -> tuple[list[int], list[list[int]]]:
+    """Merge dim i into dim i+1 wherever every operand steps over dim i+1 exactly once per step
+    of dim i; drop size-1 dims."""
+    dims = [i for i, n in enumerate(shape) if n != 1]
+    out_shape: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in stride_sets]
+    for i in dims:
+        n = shape[i]
+        if out_shape and all(st[-1] == s[i] * n for st, s in zip(out_strides, stride_sets)):
+            out_shape[-1] *= n
+            for st, s in zip(out_strides, stride_sets):
+                st[-1] = s[i]
+            continue
+        out_shape.append(n)
+        for st, s in zip(out_strides, stride_sets):
+            st.append(s[i])
+    return out_shape, out_strides
+
+
+def _desc(t: Any, shape: list[int] | tuple[int, ...], strides: list[int] | tuple[int, ...]) -> Any:
+    ndim = len(shape)
+    if ndim > _MAX_NDIM:
+        raise ShapeError(f"ember-cpu handles at most {_MAX_NDIM} non-mergeable dimensions, this layout has {ndim}; "
+                         f"make the tensor contiguous first")
+    d = ffi.new("ember_tensor *")
+    d.struct_size = _SIZE
+    d.dtype = t._dtype.code
+    d.ndim = ndim
+    d.data = t._storage.handle
+    d.offset = t._offset
+    d.shape[0:ndim] = shape
+    d.strides[0:ndim] = strides
+    return d
+
+
+def _descs_same_shape(*tensors: Any) -> list[Any]:
+    """Descriptors for operands sharing one shape, coalesced together."""
+    shape, strides = _coalesce(tensors[0]._shape, *(t._strides for t in tensors))
+    return [_desc(t, shape, s) for t, s in zip(tensors, strides)]
+
+
+def desc(t: Any) -> Any:
+    """A descriptor of one tensor as it is (its own coalescing)."""
+    return _descs_same_shape(t)[0]
+
+
+# ---- elementwise -------------------------------------------------------------------------------
+
+def _unary(name: str, code: int) -> Callable[..., None]:
+    contig, strided = lib.ember_cpu_unary_contig, lib.ember_cpu_unary
+
+    def kernel(out: Any, x: Any) -> None:
+        if x._contig:
+            status = contig(code, x._dtype.code, out._numel, out._storage.handle, out._offset,
+                            x._storage.handle, x._offset)
+        else:
+            status = strided(code, *_descs_same_shape(out, x))
+        if status:
+            _check(status, name)
+
+    return kernel
+
+
+def _binary(name: str, code: int) -> Callable[..., None]:
+    contig, strided = lib.ember_cpu_binary_contig, lib.ember_cpu_binary
+
+    def kernel(out: Any, a: Any, b: Any) -> None:
+        if a._contig and b._contig:
+            status = contig(code, a._dtype.code, out._numel, out._storage.handle, out._offset,
+                            a._storage.handle, a._offset, b._storage.handle, b._offset)
+        else:
+            status = strided(code, *_descs_same_shape(out, a, b))
+        if status:
+            _check(status, name)
+
+    return kernel
+
+
+def copy(out: Any, x: Any) -> None:
+    _check(lib.ember_cpu_copy(*_descs_same_shape(out, x)), "copy")
+
+
+def full(out: Any, *, value: Any) -> None:
+    value = complex(value) if isinstance(value, complex) else value
+    re_, im = (value.real, value.imag) if isinstance(value, complex) else (float(value), 0.0)
+    ival = int(value) if isinstance(value, (bool, int)) else 0
+    _check(lib.ember_cpu_fill(desc(out), re_, im, ival), "full")
+
+
+def where(out: Any, cond: Any, a: Any, b: Any) -> None:
+    _check(lib.ember_cpu_where(*_descs_same_shape(out, cond, a, b)), "where")
+
+
+# ---- reductions, scans, sorting, matmul ---------------------------------------------------------
+
+def _reduce(name: str, code: int) -> Callable[..., None]:
+    def kernel(out: Any, x: Any, *, axes: tuple[int, ...]) -> None:
+        _check(lib.ember_cpu_reduce(code, _desc(out, out._shape, out._strides), _desc(x, x._shape, x._strides),
+                                    len(axes)), name)
+
+    return kernel
+
+
+def _last_dim(name: str, entry: Callable[..., int], *codes: int) -> Callable[..., None]:
+    def kernel(out: Any, x: Any) -> None:
+        _check(entry(*codes, _desc(out, out._shape, out._strides), _desc(x, x._shape, x._strides)), name)
+
+    return kernel
+
+
+def _sort(name: str, entry: Callable[..., int]) -> Callable[..., None]:
+    def kernel(out: Any, x: Any, *, descending: bool) -> None:
+        _check(entry(_desc(out, out._shape, out._strides), _desc(x, x._shape, x._strides), int(descending)), name)
+
+    return kernel
+
+
+def matmul(out: Any, a: Any, b: Any) -> None:
+    _check(lib.ember_cpu_matmul(*(_desc(t, t._shape, t._strides) for t in (out, a, b))), "matmul")
+
+
+def _elementwise_names(section: str) -> list[str]:
+    text = (Path(__file__).resolve().parent / "kernels.toml").read_text()
+    return re.findall(rf"^\[{section}\.(\w+)\]", text, re.M)
+
+
+KERNELS: dict[str, Callable[..., None]] = {
+    **{n: _unary(n, getattr(lib, f"EMBER_CPU_UNARY_{n.upper()}")) for n in _elementwise_names("unary")},
+    **{n: _binary(n, getattr(lib, f"EMBER_CPU_BINARY_{n.upper()}")) for n in _elementwise_names("binary")},
+    "copy": copy,
+    "astype": copy,
+    "full": full,
+    "where": where,
+    "sum": _reduce("sum", lib.EMBER_CPU_REDUCE_SUM),
+    "prod": _reduce("prod", lib.EMBER_CPU_REDUCE_PROD),
+    "max": _reduce("max", lib.EMBER_CPU_REDUCE_MAX),
+    "min": _reduce("min", lib.EMBER_CPU_REDUCE_MIN),
+    "any": _reduce("any", lib.EMBER_CPU_REDUCE_ANY),
+    "all": _reduce("all", lib.EMBER_CPU_REDUCE_ALL),
+    "argmax": _last_dim("argmax", lib.ember_cpu_arg_reduce, lib.EMBER_CPU_ARGMAX),
+    "argmin": _last_dim("argmin", lib.ember_cpu_arg_reduce, lib.EMBER_CPU_ARGMIN),
+    "cumulative_sum": _last_dim("cumulative_sum", lib.ember_cpu_scan, lib.EMBER_CPU_SCAN_SUM),
+    "cumulative_prod": _last_dim("cumulative_prod", lib.ember_cpu_scan, lib.EMBER_CPU_SCAN_PROD),
+    "sort": _sort("sort", lib.ember_cpu_sort),
+    "argsort": _sort("argsort", lib.ember_cpu_argsort),
+    "matmul": matmul,
+}
