@@ -24,11 +24,11 @@ class Storage:
     __slots__ = ("__weakref__", "device", "free", "handle", "nbytes", "version")
 
     def __init__(self, device: Device, nbytes: int, handle: Any = None) -> None:
+        self.free = None  # set last: a failed allocation must not be freed
         backend = device.backend
         self.device = device
         self.nbytes = nbytes
         self.version = 0
-        self.free = None
         self.handle = backend.hooks["ember_alloc"](device, nbytes) if handle is None else handle
         self.free = backend.hooks["ember_free"]
 

@@ -1,8 +1,10 @@
 """cffi build script for ember-cpu's kernel library (API mode, compiled when the plugin is built).
 
 Sources: every ``src/ember_cpu/csrc/*.c`` plus the files ``codegen.py`` generates from
-``src/ember_cpu/kernels.toml``.  Headers come from the installed core (``ember_core.get_include()``)
-and from ``scipy_openblas32``, whose shared library the module finds next to itself at run time.
+``src/ember_cpu/kernels.toml``.  ``ember.h`` comes from ``$EMBER_INCLUDE``, else the installed core
+(``ember_core.get_include()``), else this repository's ``ember_core/include`` (so that an isolated
+build from the source tree needs nothing but PyPI).  OpenBLAS comes from ``scipy_openblas32``,
+whose shared library the module finds next to itself at run time.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from pathlib import Path
 
 import cffi
 import scipy_openblas32
-
-import ember_core
 
 HERE = Path(__file__).resolve().parent
 CSRC = HERE / "src" / "ember_cpu" / "csrc"
@@ -37,6 +37,20 @@ def _cdef_from_header(path: Path) -> str:
     return "\n".join(lines)
 
 
+def _ember_include() -> str:
+    if os.environ.get("EMBER_INCLUDE"):
+        return os.environ["EMBER_INCLUDE"]
+    try:
+        import ember_core
+
+        return ember_core.get_include()
+    except ImportError:
+        in_tree = HERE.parent.parent / "ember_core" / "include"
+        if (in_tree / "ember.h").is_file():
+            return str(in_tree)
+    raise SystemExit("ember-cpu: cannot find ember.h; install ember first or set EMBER_INCLUDE to its directory")
+
+
 def _compile_args() -> list[str]:
     """Tuned for the building machine: the plugin is built where it runs (set EMBER_CPU_CFLAGS
     to build portable binaries instead)."""
@@ -50,7 +64,7 @@ ffibuilder = cffi.FFI()
 ffibuilder.cdef(
     "\n".join(
         _cdef_from_header(p)
-        for p in (Path(ember_core.get_include()) / "ember.h", CSRC / "ember_cpu_ops.h", CSRC / "ember_cpu.h")
+        for p in (Path(_ember_include()) / "ember.h", CSRC / "ember_cpu_ops.h", CSRC / "ember_cpu.h")
     )
 )
 _blas_lib = scipy_openblas32.get_lib_dir()
@@ -58,7 +72,7 @@ ffibuilder.set_source(
     "ember_cpu._native",
     '#include "ember_cpu.h"\n',
     sources=[str(p.relative_to(HERE)) for p in sorted(CSRC.glob("*.c"))],
-    include_dirs=[str(CSRC), ember_core.get_include(), scipy_openblas32.get_include_dir()],
+    include_dirs=[str(CSRC), _ember_include(), scipy_openblas32.get_include_dir()],
     libraries=[scipy_openblas32.get_library()],
     library_dirs=[_blas_lib],
     # The wheel of scipy-openblas32 installs beside ember_cpu in site-packages; the absolute path

@@ -1,0 +1,140 @@
+"""Discovery, registration and isolation of plugins; the ABI handshake; the fallback ledger."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from toy_backend import Toy
+
+import ember_core as em
+from ember_core import plugins
+from ember_core.dispatch import FallbackWarning
+from ember_core.plugins import ABI_MAJOR, ABI_MINOR, MANAGER
+
+
+def test_abi_constants_match_header():
+    header = Path(em.get_include(), "ember.h").read_text()
+    assert int(re.search(r"#define EMBER_ABI_MAJOR (\d+)", header)[1]) == ABI_MAJOR
+    assert int(re.search(r"#define EMBER_ABI_MINOR (\d+)", header)[1]) == ABI_MINOR
+
+
+def test_import_loads_no_plugin():
+    code = "import sys, ember_core; print(any(m.startswith('ember_cpu') for m in sys.modules))"
+    assert subprocess.check_output([sys.executable, "-c", code], text=True).strip() == "False"
+
+
+class _Variant(Toy):
+    def __init__(self, **attrs):
+        for k, v in attrs.items():
+            setattr(self, k, v)
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        (_Variant(name="toy_major", abi=(ABI_MAJOR + 1, 0), device_types=("toymajor",)), "rebuild it against this ember"),
+        (_Variant(name="toy_minor", abi=(ABI_MAJOR, ABI_MINOR + 1), device_types=("toyminor",)), "pip install -U ember"),
+        (_Variant(name="cpu_clash", device_types=("cpu",)), "already owned by ember-cpu"),
+    ],
+)
+def test_contract_violations_are_refused_with_the_fix(variant, message):
+    with pytest.raises(em.PluginError, match=message):
+        plugins.register(variant)
+    assert variant.name not in MANAGER.backends
+
+
+def test_missing_device_hook_is_an_error_at_registration():
+    class NoFree(Toy):
+        name = "nofree"
+        device_types = ("nofree",)
+
+    NoFree.ember_free = None  # the hook is gone
+    with pytest.raises(em.PluginError, match="lacks the device hooks .*ember_free"):
+        plugins.register(NoFree())
+
+
+def test_misspelled_hook_is_an_error():
+    class Typo(Toy):
+        name = "typo"
+        device_types = ("typo",)
+
+        @plugins.hookimpl
+        def ember_alocate(self, device, nbytes):
+            return None
+
+    with pytest.raises(em.PluginError, match="ember_alocate"):
+        plugins.register(Typo())
+
+
+def test_broken_entry_point_does_not_break_import(tmp_path):
+    """A plugin that raises at import is listed as broken; ember and ember-cpu keep working."""
+    dist = tmp_path / "ember_broken-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ember-broken\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[ember.backends]\nbroken = ember_broken_plugin\n")
+    (tmp_path / "ember_broken_plugin.py").write_text("raise RuntimeError('driver exploded')\n")
+    code = (
+        "import ember_core as em\n"
+        "x = em.ones(3) + 1\n"
+        "from ember_core.plugins import MANAGER\n"
+        "print(x.tolist(), MANAGER.broken['broken'].reason)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert "[2.0, 2.0, 2.0]" in out.stdout and "driver exploded" in out.stdout
+
+
+def test_two_backends_coexist_and_dispatch_by_device(toy):
+    a = em.ones(4, device="toy")
+    assert a.device == "toy"
+    assert (a + a).tolist() == [2.0] * 4
+    assert (em.ones(4) + em.ones(4)).device == "cpu"
+
+
+def test_mixing_devices_names_both(toy):
+    with pytest.raises(em.DeviceError, match="toy:0.*cpu|cpu.*toy:0"):
+        em.ones(2, device="toy") + em.ones(2)
+
+
+def test_fallback_policy_and_ledger(toy):
+    em.reset_fallback_report()
+    x = em.ones(3, device="toy")
+    with em.fallback_policy("error"), pytest.raises(em.UnsupportedOpError, match="multiply has no kernel on toy"):
+        x * x
+    with pytest.warns(FallbackWarning):
+        y = x * x
+    assert y.device == "toy" and y.tolist() == [1.0, 1.0, 1.0]
+    with em.fallback_policy("allow"):
+        x * x
+    (entry,) = [e for e in em.fallback_report() if e["op"] == "multiply"]
+    assert entry["calls"] == 2 and entry["device"] == "toy:0" and entry["bytes_moved"] == 2 * 3 * 12
+
+
+def test_composite_runs_on_a_device_without_the_kernel(toy):
+    x = em.asarray([1.0, 2.0, 3.0], device="toy")
+    with em.fallback_policy("allow"):
+        assert em.mean(x).item() == pytest.approx(2.0)
+
+
+def test_provider_exclusion_makes_ops_unsupported():
+    with em.providers(exclude=["cpu"]), pytest.raises(em.UnsupportedOpError, match="no kernel for float32 on cpu"):
+        em.ones(2) + em.ones(2)
+    assert (em.ones(2) + em.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_unknown_device_type_names_the_fix():
+    with pytest.raises(em.BackendUnavailableError, match=r'pip install "ember\[nosuch\]"'):
+        em.ones(2, device="nosuch")
+
+
+def test_cli_backends_and_doctor():
+    out = subprocess.run([sys.executable, "-m", "ember_core.cli", "backends"], capture_output=True, text=True)
+    assert out.returncode == 0 and "ember-cpu" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "ember_core.cli", "doctor"], capture_output=True, text=True)
+    assert out.returncode == 0 and "PASS  cpu" in out.stdout
