@@ -75,9 +75,9 @@ ffibuilder.set_source(
     include_dirs=[str(CSRC), _ember_include(), scipy_openblas32.get_include_dir()],
     libraries=[scipy_openblas32.get_library()],
     library_dirs=[_blas_lib],
-    # The wheel of scipy-openblas32 installs beside ember_cpu in site-packages; the absolute path
-    # serves in-place (editable) builds.
-    runtime_library_dirs=["$ORIGIN/../scipy_openblas32/lib", _blas_lib],
+    # No rpath: ember_cpu/__init__.py loads scipy-openblas32's library by its installed path first,
+    # and the dynamic loader then resolves the dependency by soname (paths baked in at build time
+    # would point into pip's temporary build environment).
     extra_compile_args=_compile_args(),
     extra_link_args=["-fopenmp"],
 )

@@ -1,0 +1,384 @@
+/*
+ * Elementwise entry points of ember-cpu: copy (astype), fill, unary, binary, where.
+ *
+ * The typed inner loops and their dispatch tables are generated from kernels.toml by codegen.py
+ * (gen_unary.c, gen_binary.c, gen_copy.c); this file validates descriptors, picks the loop and
+ * drives it over the operands:
+ *   - every operand contiguous: one flat run of numel elements (the loops' vectorised branch);
+ *   - otherwise ember_iter walks the rows; a loop call covers one row (its branches specialise
+ *     unit strides and stride-0 broadcast operands).
+ * Above EMBER_PARALLEL_GRAIN elements the flat index range is split evenly across the OpenMP
+ * threads (a split may fall inside a row); below it no parallel region is entered.
+ * A flat run whose output is larger than EW_STREAM_BYTES (and is not also an input) computes
+ * blocks into an L1-resident buffer and copies them out with non-temporal stores: the output
+ * would not stay cached anyway, and skipping the read-for-ownership of its lines saves a third
+ * of the memory traffic of a binary op.
+ * Operands may alias exactly (out == x for in-place ops) but must not partially overlap.
+ */
+#include <omp.h>
+#include <stddef.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+#include "common.h"
+#include "ember_cpu.h"
+
+/* Must match the typedefs codegen.py writes into the gen_*.c files. */
+typedef void (*ember_ew_loop1)(int64_t n, char *out, int64_t so, const char *x, int64_t sx);
+typedef void (*ember_ew_loop2)(int64_t n, char *out, int64_t so, const char *a, int64_t sa,
+                               const char *b, int64_t sb);
+
+extern const ember_ew_loop1 ember_ew_unary_loops[EMBER_CPU_UNARY_COUNT][EMBER_NUM_DTYPES];
+extern const int8_t ember_ew_unary_result[EMBER_CPU_UNARY_COUNT][EMBER_NUM_DTYPES];
+extern const ember_ew_loop2 ember_ew_binary_loops[EMBER_CPU_BINARY_COUNT][EMBER_NUM_DTYPES];
+extern const int8_t ember_ew_binary_result[EMBER_CPU_BINARY_COUNT][EMBER_NUM_DTYPES];
+extern const ember_ew_loop1 ember_ew_copy_loops[EMBER_NUM_DTYPES][EMBER_NUM_DTYPES]; /* [dst][src] */
+
+/* ---- validation --------------------------------------------------------------------------- */
+
+static int ew_valid(const ember_tensor *t)
+{
+    if (!t || t->dtype < 0 || t->dtype >= EMBER_NUM_DTYPES || t->ndim < 0 || t->ndim > EMBER_MAX_NDIM)
+        return 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 0) return 0;
+    return 1;
+}
+
+/* All operands valid and shaped like ops[0]. */
+static int ew_valid_all(int nops, const ember_tensor *const *ops)
+{
+    for (int k = 0; k < nops; k++) {
+        if (!ew_valid(ops[k])) return 0;
+        if (ops[k]->ndim != ops[0]->ndim) return 0;
+        for (int d = 0; d < ops[0]->ndim; d++)
+            if (ops[k]->shape[d] != ops[0]->shape[d]) return 0;
+    }
+    return 1;
+}
+
+static int ew_dtype_ok(int dtype) { return dtype >= 0 && dtype < EMBER_NUM_DTYPES; }
+
+/* ---- drivers ------------------------------------------------------------------------------ */
+
+/* One call of an inner loop over n elements; p / s are per-operand byte pointers and strides
+ * (operand 0 is the output). */
+typedef struct {
+    int kind; /* 1: ember_ew_loop1, 2: ember_ew_loop2, 3: where */
+    union {
+        ember_ew_loop1 f1;
+        ember_ew_loop2 f2;
+        int itemsize;
+    } u;
+} ew_kernel;
+
+static void ew_where_row(int itemsize, int64_t n, char *const *p, const int64_t *s);
+
+static inline void ew_call(const ew_kernel *k, int64_t n, char *const *p, const int64_t *s)
+{
+    switch (k->kind) {
+    case 1: k->u.f1(n, p[0], s[0], p[1], s[1]); break;
+    case 2: k->u.f2(n, p[0], s[0], p[1], s[1], p[2], s[2]); break;
+    default: ew_where_row(k->u.itemsize, n, p, s); break;
+    }
+}
+
+/* Threads for `n` elements: 1 at or below the grain, else at most one per grain-sized piece. */
+static int ew_threads(int64_t n)
+{
+    if (n <= EMBER_PARALLEL_GRAIN || omp_in_parallel()) return 1;
+    int64_t nt = omp_get_max_threads();
+    int64_t pieces = n / EMBER_PARALLEL_GRAIN;
+    if (nt > pieces) nt = pieces;
+    return nt < 1 ? 1 : (int)nt;
+}
+
+/* ---- streaming stores -------------------------------------------------------------------- */
+
+#define EW_STREAM_BYTES ((int64_t)8 << 20) /* outputs from this size on bypass the caches */
+#define EW_BLOCK_BYTES 8192                 /* the L1 staging buffer of one thread          */
+
+#if defined(__AVX512F__)
+#define EW_HAVE_STREAM 1
+static inline void ew_stream64(char *dst, const char *src)
+{
+    _mm512_stream_si512((__m512i *)dst, _mm512_load_si512((const void *)src));
+}
+#elif defined(__AVX__)
+#define EW_HAVE_STREAM 1
+static inline void ew_stream64(char *dst, const char *src)
+{
+    _mm256_stream_si256((__m256i *)dst, _mm256_load_si256((const __m256i *)src));
+    _mm256_stream_si256((__m256i *)(dst + 32), _mm256_load_si256((const __m256i *)(src + 32)));
+}
+#elif defined(__SSE2__)
+#define EW_HAVE_STREAM 1
+static inline void ew_stream64(char *dst, const char *src)
+{
+    for (int j = 0; j < 64; j += 16)
+        _mm_stream_si128((__m128i *)(dst + j), _mm_load_si128((const __m128i *)(src + j)));
+}
+#else
+#define EW_HAVE_STREAM 0
+#endif
+
+/* n elements as ew_call would, with the output written by streaming stores.  The head up to the
+ * first 64-byte boundary of the output and the tail go through plain stores. */
+static void ew_call_streaming(const ew_kernel *k, int nops, int64_t n, char *const *p, const int64_t *isz)
+{
+#if EW_HAVE_STREAM
+    _Alignas(64) char buf[EW_BLOCK_BYTES];
+    const int64_t osz = isz[0];
+    char *q[EMBER_ITER_MAX] = {0}, *tmp[EMBER_ITER_MAX] = {0};
+    for (int j = 0; j < nops; j++) q[j] = p[j];
+    int64_t mis = (int64_t)((uintptr_t)q[0] & 63);
+    int64_t head = mis ? (64 - mis) / osz : 0;
+    if (head > n) head = n;
+    if (head) {
+        ew_call(k, head, q, isz);
+        for (int j = 0; j < nops; j++) q[j] += head * isz[j];
+        n -= head;
+    }
+    const int64_t block = EW_BLOCK_BYTES / osz;
+    while (n >= 64) {
+        int64_t len = n < block ? n & ~(int64_t)63 : block; /* whole cache lines for every osz */
+        tmp[0] = buf;
+        for (int j = 1; j < nops; j++) tmp[j] = q[j];
+        ew_call(k, len, tmp, isz);
+        for (int64_t off = 0; off < len * osz; off += 64) ew_stream64(q[0] + off, buf + off);
+        for (int j = 0; j < nops; j++) q[j] += len * isz[j];
+        n -= len;
+    }
+    if (n) ew_call(k, n, q, isz);
+    _mm_sfence();
+#else
+    (void)nops;
+    ew_call(k, n, p, isz);
+#endif
+}
+
+/* Flat run over contiguous operands: p[k] are element-0 byte pointers, isz[k] itemsizes. */
+static void ew_run_flat(const ew_kernel *k, int nops, int64_t n, char *const *p, const int64_t *isz)
+{
+    int stream = EW_HAVE_STREAM && n * isz[0] >= EW_STREAM_BYTES && (uintptr_t)p[0] % isz[0] == 0;
+    for (int j = 1; j < nops; j++) stream &= p[j] != p[0];
+    int nt = ew_threads(n);
+    if (nt <= 1) {
+        if (stream) ew_call_streaming(k, nops, n, p, isz);
+        else if (n > 0) ew_call(k, n, p, isz);
+        return;
+    }
+    /* chunks of a multiple of 64 elements keep chunk edges on cache lines for every dtype */
+    int64_t chunk = ((n + nt - 1) / nt + 63) & ~(int64_t)63;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (int t = 0; t < nt; t++) {
+        int64_t start = (int64_t)t * chunk;
+        if (start >= n) continue;
+        int64_t len = n - start < chunk ? n - start : chunk;
+        char *q[EMBER_ITER_MAX] = {0};
+        for (int j = 0; j < nops; j++) q[j] = p[j] + start * isz[j];
+        if (stream) ew_call_streaming(k, nops, len, q, isz);
+        else ew_call(k, len, q, isz);
+    }
+}
+
+/* Elements [start, end) in C order of the iterator's shape. */
+static void ew_run_range(const ew_kernel *k, ember_iter *it, int64_t start, int64_t end)
+{
+    int64_t inner = it->inner_n;
+    int64_t col = start % inner;
+    ember_iter_seek(it, start / inner);
+    while (start < end) {
+        int64_t len = inner - col < end - start ? inner - col : end - start;
+        char *q[EMBER_ITER_MAX] = {0};
+        for (int j = 0; j < it->nops; j++) q[j] = it->ptr[j] + col * it->inner_stride[j];
+        ew_call(k, len, q, it->inner_stride);
+        start += len;
+        col = 0;
+        if (start < end) ember_iter_next(it);
+    }
+}
+
+static int ew_run(const ew_kernel *k, int nops, const ember_tensor *const *ops)
+{
+    const ember_tensor *out = ops[0];
+    int contiguous = 1;
+    for (int j = 0; j < nops; j++) contiguous &= ember_is_contiguous(ops[j]);
+    if (contiguous) {
+        char *p[EMBER_ITER_MAX];
+        int64_t isz[EMBER_ITER_MAX];
+        for (int j = 0; j < nops; j++) {
+            p[j] = ember_base(ops[j]);
+            isz[j] = ember_itemsize[ops[j]->dtype];
+        }
+        ew_run_flat(k, nops, ember_numel(out), p, isz);
+        return EMBER_OK;
+    }
+    ember_iter it;
+    if (!ember_iter_init(&it, out->ndim, out->shape, nops, ops)) return EMBER_OK;
+    int64_t total = it.rows * it.inner_n;
+    int nt = ew_threads(total);
+    if (nt <= 1) {
+        do {
+            ew_call(k, it.inner_n, it.ptr, it.inner_stride);
+        } while (ember_iter_next(&it));
+        return EMBER_OK;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (int t = 0; t < nt; t++) {
+        ember_iter mine = it;
+        ew_run_range(k, &mine, total * t / nt, total * (t + 1) / nt);
+    }
+    return EMBER_OK;
+}
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+int ember_cpu_copy(const ember_tensor *dst, const ember_tensor *src)
+{
+    const ember_tensor *ops[2] = {dst, src};
+    if (!ew_valid_all(2, ops)) return EMBER_ERR_INVALID_ARGUMENT;
+    ember_ew_loop1 f = ember_ew_copy_loops[dst->dtype][src->dtype];
+    if (!f) return EMBER_ERR_UNSUPPORTED;
+    ew_kernel k = {.kind = 1, .u.f1 = f};
+    return ew_run(&k, 2, ops);
+}
+
+int ember_cpu_fill(const ember_tensor *dst, double re, double im, int64_t ival)
+{
+    if (!ew_valid(dst)) return EMBER_ERR_INVALID_ARGUMENT;
+    /* A stride-0 source of the widest type of dst's kind, converted by the astype loops (their
+     * stride-0 branch converts once and stores the value n times). */
+    int64_t ivalue = ival;
+    double dvalue = re;
+    double _Complex cvalue = CMPLX(re, im);
+    ember_tensor src = *dst;
+    switch (dst->dtype) {
+    case EMBER_BOOL: case EMBER_INT8: case EMBER_INT16: case EMBER_INT32: case EMBER_INT64:
+    case EMBER_UINT8:
+        src.dtype = EMBER_INT64;
+        src.data = &ivalue;
+        break;
+    case EMBER_COMPLEX64: case EMBER_COMPLEX128:
+        src.dtype = EMBER_COMPLEX128;
+        src.data = &cvalue;
+        break;
+    default:
+        src.dtype = EMBER_FLOAT64;
+        src.data = &dvalue;
+        break;
+    }
+    src.offset = 0;
+    for (int d = 0; d < src.ndim; d++) src.strides[d] = 0;
+    const ember_tensor *ops[2] = {dst, &src};
+    ew_kernel k = {.kind = 1, .u.f1 = ember_ew_copy_loops[dst->dtype][src.dtype]};
+    if (ember_is_contiguous(dst)) {
+        char *p[EMBER_ITER_MAX] = {ember_base(dst), (char *)src.data};
+        int64_t s[EMBER_ITER_MAX] = {ember_itemsize[dst->dtype], 0};
+        ew_run_flat(&k, 2, ember_numel(dst), p, s);
+        return EMBER_OK;
+    }
+    return ew_run(&k, 2, ops);
+}
+
+static int ew_unary(int op, const ember_tensor *out, const ember_tensor *x)
+{
+    const ember_tensor *ops[2] = {out, x};
+    if (op < 0 || op >= EMBER_CPU_UNARY_COUNT || !ew_valid_all(2, ops)) return EMBER_ERR_INVALID_ARGUMENT;
+    ember_ew_loop1 f = ember_ew_unary_loops[op][x->dtype];
+    if (!f) return EMBER_ERR_UNSUPPORTED;
+    if (out->dtype != ember_ew_unary_result[op][x->dtype]) return EMBER_ERR_INVALID_ARGUMENT;
+    ew_kernel k = {.kind = 1, .u.f1 = f};
+    return ew_run(&k, 2, ops);
+}
+
+int ember_cpu_unary(int op, const ember_tensor *out, const ember_tensor *x) { return ew_unary(op, out, x); }
+
+int ember_cpu_binary(int op, const ember_tensor *out, const ember_tensor *a, const ember_tensor *b)
+{
+    const ember_tensor *ops[3] = {out, a, b};
+    if (op < 0 || op >= EMBER_CPU_BINARY_COUNT || !ew_valid_all(3, ops) || a->dtype != b->dtype)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    ember_ew_loop2 f = ember_ew_binary_loops[op][a->dtype];
+    if (!f) return EMBER_ERR_UNSUPPORTED;
+    if (out->dtype != ember_ew_binary_result[op][a->dtype]) return EMBER_ERR_INVALID_ARGUMENT;
+    ew_kernel k = {.kind = 2, .u.f2 = f};
+    return ew_run(&k, 3, ops);
+}
+
+int ember_cpu_unary_contig(int op, int dtype, int64_t n, void *out, int64_t out_off, const void *x,
+                           int64_t x_off)
+{
+    if (op < 0 || op >= EMBER_CPU_UNARY_COUNT || !ew_dtype_ok(dtype) || n < 0)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    ember_ew_loop1 f = ember_ew_unary_loops[op][dtype];
+    if (!f) return EMBER_ERR_UNSUPPORTED;
+    int64_t isz[EMBER_ITER_MAX] = {ember_itemsize[ember_ew_unary_result[op][dtype]], ember_itemsize[dtype]};
+    char *p[EMBER_ITER_MAX] = {(char *)out + out_off * isz[0], (char *)x + x_off * isz[1]};
+    ew_kernel k = {.kind = 1, .u.f1 = f};
+    ew_run_flat(&k, 2, n, p, isz);
+    return EMBER_OK;
+}
+
+int ember_cpu_binary_contig(int op, int dtype, int64_t n, void *out, int64_t out_off, const void *a,
+                            int64_t a_off, const void *b, int64_t b_off)
+{
+    if (op < 0 || op >= EMBER_CPU_BINARY_COUNT || !ew_dtype_ok(dtype) || n < 0)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    ember_ew_loop2 f = ember_ew_binary_loops[op][dtype];
+    if (!f) return EMBER_ERR_UNSUPPORTED;
+    int64_t isz[EMBER_ITER_MAX] = {ember_itemsize[ember_ew_binary_result[op][dtype]], ember_itemsize[dtype],
+                                   ember_itemsize[dtype]};
+    char *p[EMBER_ITER_MAX] = {(char *)out + out_off * isz[0], (char *)a + a_off * isz[1], (char *)b + b_off * isz[2]};
+    ew_kernel k = {.kind = 2, .u.f2 = f};
+    ew_run_flat(&k, 3, n, p, isz);
+    return EMBER_OK;
+}
+
+/* ---- where: a select of stored bits, so one loop per itemsize serves every dtype ----------- */
+
+typedef struct {
+    uint64_t lo, hi;
+} ew_u128;
+
+#define EW_WHERE_ROW(T)                                                                          \
+    do {                                                                                         \
+        if (s[0] == (int64_t)sizeof(T) && s[1] == 1 && s[2] == (int64_t)sizeof(T) &&             \
+            s[3] == (int64_t)sizeof(T)) {                                                        \
+            T *o = (T *)p[0];                                                                    \
+            const uint8_t *c = (const uint8_t *)p[1];                                            \
+            const T *a = (const T *)p[2], *b = (const T *)p[3];                                  \
+            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : b[i];                           \
+        } else if (s[0] == (int64_t)sizeof(T) && s[1] == 1 && s[3] == 0) {                       \
+            T *o = (T *)p[0];                                                                    \
+            const uint8_t *c = (const uint8_t *)p[1];                                            \
+            const T bv = *(const T *)p[3];                                                       \
+            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? *(const T *)(p[2] + i * s[2]) : bv;    \
+        } else {                                                                                 \
+            for (int64_t i = 0; i < n; i++)                                                      \
+                *(T *)(p[0] + i * s[0]) = p[1][i * s[1]] ? *(const T *)(p[2] + i * s[2])         \
+                                                         : *(const T *)(p[3] + i * s[3]);        \
+        }                                                                                        \
+    } while (0)
+
+static void ew_where_row(int itemsize, int64_t n, char *const *p, const int64_t *s)
+{
+    switch (itemsize) {
+    case 1: EW_WHERE_ROW(uint8_t); break;
+    case 2: EW_WHERE_ROW(uint16_t); break;
+    case 4: EW_WHERE_ROW(uint32_t); break;
+    case 8: EW_WHERE_ROW(uint64_t); break;
+    default: EW_WHERE_ROW(ew_u128); break;
+    }
+}
+
+int ember_cpu_where(const ember_tensor *out, const ember_tensor *cond, const ember_tensor *a,
+                    const ember_tensor *b)
+{
+    const ember_tensor *ops[4] = {out, cond, a, b};
+    if (!ew_valid_all(4, ops) || cond->dtype != EMBER_BOOL || a->dtype != out->dtype ||
+        b->dtype != out->dtype)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    ew_kernel k = {.kind = 3, .u.itemsize = (int)ember_itemsize[out->dtype]};
+    return ew_run(&k, 4, ops);
+}

@@ -1,0 +1,336 @@
+/*
+ * sort.c -- stable sort and argsort along the last dim, and searchsorted.
+ *
+ * Every sortable dtype (bool, integers, float16, bfloat16, float32, float64) maps to an unsigned
+ * key of its own width whose unsigned order is numpy's order of the values:
+ *   - signed integers: flip the sign bit;
+ *   - floats: flip all bits of negatives and the sign bit of positives; -0.0 becomes +0.0 (they
+ *     compare equal, so the stable sort keeps them in input order) and every NaN becomes the
+ *     largest key (NaNs sort last, in input order, as numpy does).
+ * Sorting is then an LSD radix sort of (key, payload) pairs -- stable by construction, one pass
+ * per key byte, passes skipped where all keys share the byte -- with insertion sort for short
+ * rows.  The payload is the element's index (argsort) or its raw bits (sort, so NaN payloads
+ * and the sign of zero come through untouched).
+ *
+ * Descending order sorts the complemented key: NaNs first, then the largest values, and equal
+ * elements KEEP THEIR INPUT ORDER (a stable descending sort).  So sort(x, descending) equals
+ * x[argsort(x, descending)] exactly, and its values equal numpy's np.flip(np.sort(x)) (elements
+ * that compare equal -- such as -0.0 and 0.0 -- may differ in order but not in value).
+ *
+ * searchsorted compares keys too, which gives numpy's NaN-last order for free.
+ */
+#include <stdlib.h>
+#include <omp.h>
+
+#include "common.h"
+#include "ember_cpu.h"
+
+#define INSERTION_MAX 48   /* rows this short are insertion-sorted: radix passes cost more */
+
+static int desc_ok(const ember_tensor *t) {
+    if (t == NULL || t->dtype < 0 || t->dtype >= EMBER_NUM_DTYPES || t->ndim < 0 ||
+        t->ndim > EMBER_MAX_NDIM)
+        return 0;
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0) return 0;
+        n *= t->shape[d];
+    }
+    return n == 0 || t->data != NULL;
+}
+
+static int same_shape(const ember_tensor *a, const ember_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+static inline int64_t dims_offset(int n, const int64_t *shape, const int64_t *bstride, int64_t flat) {
+    int64_t off = 0;
+    for (int d = n - 1; d > 0; d--) {
+        off += (flat % shape[d]) * bstride[d];
+        flat /= shape[d];
+    }
+    return n > 0 ? off + flat * bstride[0] : 0;
+}
+
+/* ---- keys ------------------------------------------------------------------------------- */
+
+#define KEY_SINT(K, v, bits) ((K)((K)(v) ^ ((K)1 << ((bits) - 1))))
+
+static inline uint8_t key_b(uint8_t v) { return v; }
+static inline uint8_t key_u8(uint8_t v) { return v; }
+static inline uint8_t key_i8(int8_t v) { return KEY_SINT(uint8_t, v, 8); }
+static inline uint16_t key_i16(int16_t v) { return KEY_SINT(uint16_t, v, 16); }
+static inline uint32_t key_i32(int32_t v) { return KEY_SINT(uint32_t, v, 32); }
+static inline uint64_t key_i64(int64_t v) { return KEY_SINT(uint64_t, v, 64); }
+
+/* IEEE bits u of a float with `bits` bits whose exponent field is all ones at `inf` */
+#define KEY_FLOAT(K, u, bits, inf)                                               \
+    do {                                                                         \
+        const K sign = (K)1 << ((bits) - 1);                                     \
+        K mag = (K)((u) & (K)~sign);                                             \
+        if (mag > (inf)) return (K)~(K)0;        /* NaN: after everything */     \
+        if (mag == 0) return sign;               /* -0.0 == +0.0           */    \
+        return ((u) & sign) ? (K)~(u) : (K)((u) | sign);                         \
+    } while (0)
+
+static inline uint16_t key_f16(uint16_t u) { KEY_FLOAT(uint16_t, u, 16, 0x7c00u); }
+static inline uint16_t key_bf16(uint16_t u) { KEY_FLOAT(uint16_t, u, 16, 0x7f80u); }
+static inline uint32_t key_f32(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    KEY_FLOAT(uint32_t, u, 32, 0x7f800000u);
+}
+static inline uint64_t key_f64(double v) {
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    KEY_FLOAT(uint64_t, u, 64, 0x7ff0000000000000ull);
+}
+
+/* X(name, code, storage, key type) */
+#define SORT_TYPES(X)                          \
+    X(b, EMBER_BOOL, uint8_t, uint8_t)         \
+    X(i8, EMBER_INT8, int8_t, uint8_t)         \
+    X(i16, EMBER_INT16, int16_t, uint16_t)     \
+    X(i32, EMBER_INT32, int32_t, uint32_t)     \
+    X(i64, EMBER_INT64, int64_t, uint64_t)     \
+    X(u8, EMBER_UINT8, uint8_t, uint8_t)       \
+    X(f16, EMBER_FLOAT16, uint16_t, uint16_t)  \
+    X(bf16, EMBER_BFLOAT16, uint16_t, uint16_t) \
+    X(f32, EMBER_FLOAT32, float, uint32_t)     \
+    X(f64, EMBER_FLOAT64, double, uint64_t)
+
+/* Keys of n elements at x (byte stride bs) into key[], XOR `flip` (all ones: descending). */
+typedef void (*keys_fn)(const char *x, int64_t n, int64_t bs, void *key, uint64_t flip);
+/* First i in [0, n) of the run x1 whose key is >= (right: >) the key of *v; n if none. */
+typedef int64_t (*search_fn)(const char *x1, int64_t n, int64_t bs, const char *v, int right);
+
+#define DEFINE_KEYS(name, code, T, K)                                                          \
+    static void keys_##name(const char *x, int64_t n, int64_t bs, void *key, uint64_t flip) {   \
+        K *k = key;                                                                           \
+        for (int64_t i = 0; i < n; i++) k[i] = (K)(key_##name(*(const T *)(x + i * bs)) ^ (K)flip); \
+    }                                                                                         \
+    static int64_t search_##name(const char *x1, int64_t n, int64_t bs, const char *v, int right) { \
+        K kv = key_##name(*(const T *)v);                                                     \
+        int64_t lo = 0, hi = n;                                                               \
+        while (lo < hi) {                                                                     \
+            int64_t mid = lo + (hi - lo) / 2;                                                 \
+            K km = key_##name(*(const T *)(x1 + mid * bs));                                   \
+            if (right ? km <= kv : km < kv)                                                   \
+                lo = mid + 1;                                                                 \
+            else                                                                              \
+                hi = mid;                                                                     \
+        }                                                                                     \
+        return lo;                                                                            \
+    }
+SORT_TYPES(DEFINE_KEYS)
+
+#define ENTRY_KEYS(name, code, ...) [code] = keys_##name,
+#define ENTRY_SEARCH(name, code, ...) [code] = search_##name,
+static const keys_fn keys_kernels[EMBER_NUM_DTYPES] = {SORT_TYPES(ENTRY_KEYS)};
+static const search_fn search_kernels[EMBER_NUM_DTYPES] = {SORT_TYPES(ENTRY_SEARCH)};
+
+/* ---- radix sort ------------------------------------------------------------------------- */
+
+/* Sorts n (key, payload) pairs in (k, p) stably by key, with (k2, p2) as scratch of the same
+ * size.  Returns 0 if the result is in (k, p), 1 if in (k2, p2). */
+#define DEFINE_RADIX(NAME, K, P)                                                        \
+    static int NAME(K *k, P *p, K *k2, P *p2, int64_t n) {                              \
+        if (n <= INSERTION_MAX) {                                                       \
+            for (int64_t i = 1; i < n; i++) {                                           \
+                K kk = k[i];                                                            \
+                P pp = p[i];                                                            \
+                int64_t j = i;                                                          \
+                for (; j > 0 && k[j - 1] > kk; j--) {                                   \
+                    k[j] = k[j - 1];                                                    \
+                    p[j] = p[j - 1];                                                    \
+                }                                                                       \
+                k[j] = kk;                                                              \
+                p[j] = pp;                                                              \
+            }                                                                           \
+            return 0;                                                                   \
+        }                                                                               \
+        enum { NB = sizeof(K) };                                                        \
+        int64_t count[NB][256];                                                         \
+        memset(count, 0, sizeof count);                                                 \
+        for (int64_t i = 0; i < n; i++)                                                 \
+            for (int b = 0; b < NB; b++) count[b][(k[i] >> (8 * b)) & 255]++;           \
+        int swapped = 0;                                                                \
+        for (int b = 0; b < NB; b++) {                                                  \
+            if (count[b][(k[0] >> (8 * b)) & 255] == n) continue; /* one bucket: skip */ \
+            int64_t pos = 0;                                                            \
+            for (int d = 0; d < 256; d++) {                                             \
+                int64_t c = count[b][d];                                                \
+                count[b][d] = pos;                                                      \
+                pos += c;                                                               \
+            }                                                                           \
+            for (int64_t i = 0; i < n; i++) {                                           \
+                int64_t at = count[b][(k[i] >> (8 * b)) & 255]++;                       \
+                k2[at] = k[i];                                                          \
+                p2[at] = p[i];                                                          \
+            }                                                                           \
+            K *tk = k; k = k2; k2 = tk;                                                 \
+            P *tp = p; p = p2; p2 = tp;                                                 \
+            swapped ^= 1;                                                               \
+        }                                                                               \
+        return swapped;                                                                 \
+    }
+
+DEFINE_RADIX(radix_u8_idx, uint8_t, int64_t)
+DEFINE_RADIX(radix_u16_idx, uint16_t, int64_t)
+DEFINE_RADIX(radix_u32_idx, uint32_t, int64_t)
+DEFINE_RADIX(radix_u64_idx, uint64_t, int64_t)
+DEFINE_RADIX(radix_u8_bits, uint8_t, uint8_t)
+DEFINE_RADIX(radix_u16_bits, uint16_t, uint16_t)
+DEFINE_RADIX(radix_u32_bits, uint32_t, uint32_t)
+DEFINE_RADIX(radix_u64_bits, uint64_t, uint64_t)
+
+/* Dispatches on the key width w (bytes); the payload is int64 indices or w-byte raw bits. */
+static int radix_sort(int w, int bits, void *k, void *p, void *k2, void *p2, int64_t n) {
+    switch (w * 2 + bits) {
+    case 2: return radix_u8_idx(k, p, k2, p2, n);
+    case 4: return radix_u16_idx(k, p, k2, p2, n);
+    case 8: return radix_u32_idx(k, p, k2, p2, n);
+    case 16: return radix_u64_idx(k, p, k2, p2, n);
+    case 3: return radix_u8_bits(k, p, k2, p2, n);
+    case 5: return radix_u16_bits(k, p, k2, p2, n);
+    case 9: return radix_u32_bits(k, p, k2, p2, n);
+    default: return radix_u64_bits(k, p, k2, p2, n);
+    }
+}
+
+/* Copies n elements of w bytes between byte-strided runs. */
+static void copy_elems(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n, int w) {
+#define COPY_AS(U) \
+    for (int64_t i = 0; i < n; i++) *(U *)(dst + i * ds) = *(const U *)(src + i * ss)
+    switch (w) {
+    case 1: COPY_AS(uint8_t); break;
+    case 2: COPY_AS(uint16_t); break;
+    case 4: COPY_AS(uint32_t); break;
+    default: COPY_AS(uint64_t); break;
+    }
+#undef COPY_AS
+}
+
+/* ---- sort / argsort drivers --------------------------------------------------------------- */
+
+typedef struct {
+    int nlead;
+    int64_t shape[EMBER_MAX_NDIM], xs[EMBER_MAX_NDIM], os[EMBER_MAX_NDIM];
+    int64_t rows, n, xinner, oinner;   /* byte strides along the row */
+} sortplan;
+
+static void plan_sort(sortplan *sp, const ember_tensor *out, const ember_tensor *x) {
+    int64_t xsz = ember_itemsize[x->dtype], osz = ember_itemsize[out->dtype];
+    sp->nlead = x->ndim > 0 ? x->ndim - 1 : 0;
+    sp->rows = 1;
+    for (int d = 0; d < sp->nlead; d++) {
+        sp->shape[d] = x->shape[d];
+        sp->xs[d] = x->strides[d] * xsz;
+        sp->os[d] = out->strides[d] * osz;
+        sp->rows *= x->shape[d];
+    }
+    sp->n = x->ndim > 0 ? x->shape[x->ndim - 1] : 1;
+    sp->xinner = x->ndim > 0 ? x->strides[x->ndim - 1] * xsz : 0;
+    sp->oinner = out->ndim > 0 ? out->strides[out->ndim - 1] * osz : 0;
+}
+
+/* One row: keys, payloads, radix sort, write out.  `scratch` holds 2 * n payloads of 8 bytes
+ * (first, so that they are aligned) and 2 * n keys. */
+static void sort_row(const sortplan *sp, int dtype, int want_index, uint64_t flip, const char *x,
+                     char *o, char *scratch) {
+    int w = (int)ember_itemsize[dtype];
+    int64_t n = sp->n;
+    char *p = scratch, *p2 = p + n * 8, *k = p2 + n * 8, *k2 = k + n * w;
+    keys_kernels[dtype](x, n, sp->xinner, k, flip);
+    if (want_index)
+        for (int64_t i = 0; i < n; i++) ((int64_t *)p)[i] = i;
+    else
+        copy_elems(p, w, x, sp->xinner, n, w);
+    int in2 = radix_sort(w, !want_index, k, p, k2, p2, n);
+    const char *res = in2 ? p2 : p;
+    if (want_index)
+        copy_elems(o, sp->oinner, res, 8, n, 8);
+    else
+        copy_elems(o, sp->oinner, res, w, n, w);
+}
+
+static int sort_common(const ember_tensor *out, const ember_tensor *x, int descending, int want_index) {
+    if (!desc_ok(out) || !desc_ok(x) || !same_shape(out, x) ||
+        out->dtype != (want_index ? EMBER_INT64 : x->dtype))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    if (keys_kernels[x->dtype] == NULL) return EMBER_ERR_UNSUPPORTED;
+    sortplan sp;
+    plan_sort(&sp, out, x);
+    if (sp.rows == 0 || sp.n == 0) return EMBER_OK;
+    uint64_t flip = descending ? ~(uint64_t)0 : 0;
+    size_t scratch_bytes = (size_t)sp.n * (2 * ember_itemsize[x->dtype] + 16);
+    const char *xb = ember_base(x);
+    char *ob = ember_base(out);
+    int failed = 0;
+
+#pragma omp parallel if (sp.rows > 1 && sp.rows * sp.n >= EMBER_PARALLEL_GRAIN)
+    {
+        char *scratch = malloc(scratch_bytes);
+        if (!scratch) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < sp.rows; r++) {
+            if (!scratch) continue;
+            sort_row(&sp, x->dtype, want_index, flip, xb + dims_offset(sp.nlead, sp.shape, sp.xs, r),
+                     ob + dims_offset(sp.nlead, sp.shape, sp.os, r), scratch);
+        }
+        free(scratch);
+    }
+    return failed ? EMBER_ERR_OUT_OF_MEMORY : EMBER_OK;
+}
+
+int ember_cpu_sort(const ember_tensor *out, const ember_tensor *x, int descending) {
+    return sort_common(out, x, descending, 0);
+}
+
+int ember_cpu_argsort(const ember_tensor *out, const ember_tensor *x, int descending) {
+    return sort_common(out, x, descending, 1);
+}
+
+/* ---- searchsorted ------------------------------------------------------------------------ */
+
+int ember_cpu_searchsorted(const ember_tensor *out, const ember_tensor *x1, const ember_tensor *values,
+                           int right) {
+    if (!desc_ok(out) || !desc_ok(x1) || !desc_ok(values) || x1->ndim != 1 ||
+        x1->dtype != values->dtype || out->dtype != EMBER_INT64 || !same_shape(out, values))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    search_fn f = search_kernels[values->dtype];
+    if (f == NULL) return EMBER_ERR_UNSUPPORTED;
+    const ember_tensor *ops[2] = {values, out};
+    ember_iter it;
+    if (!ember_iter_init(&it, values->ndim, values->shape, 2, ops)) return EMBER_OK;
+    const char *xb = ember_base(x1);
+    int64_t n = x1->shape[0], bs = x1->strides[0] * ember_itemsize[x1->dtype];
+    int64_t total = it.rows * it.inner_n;
+    int nparts = total >= EMBER_PARALLEL_GRAIN ? omp_get_max_threads() : 1;
+
+    /* each thread walks its own contiguous range of the values in C order */
+#pragma omp parallel for if (nparts > 1) num_threads(nparts) schedule(static)
+    for (int part = 0; part < nparts; part++) {
+        int64_t a = total * part / nparts, b = total * (part + 1) / nparts;
+        if (a >= b) continue;
+        ember_iter my = it;
+        ember_iter_seek(&my, a / it.inner_n);
+        int64_t col = a % it.inner_n;
+        while (a < b) {
+            int64_t len = it.inner_n - col < b - a ? it.inner_n - col : b - a;
+            for (int64_t i = col; i < col + len; i++)
+                *(int64_t *)(my.ptr[1] + i * my.inner_stride[1]) =
+                    f(xb, n, bs, my.ptr[0] + i * my.inner_stride[0], right);
+            a += len;
+            col = 0;
+            if (a < b) ember_iter_next(&my);
+        }
+    }
+    return EMBER_OK;
+}
