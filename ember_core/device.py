@@ -10,7 +10,7 @@ from ember_core.errors import DeviceError
 
 
 class Device:
-    __slots__ = ("_backend", "index", "type")
+    __slots__ = ("_alloc", "_backend", "_free", "index", "type")
 
     _interned: dict[tuple[str, int], Device] = {}
     _lock = threading.Lock()
@@ -25,7 +25,7 @@ class Device:
                     device = object.__new__(cls)
                     device.type = type
                     device.index = index
-                    device._backend = None
+                    device._backend = device._alloc = device._free = None
                     cls._interned[key] = device
         return device
 
@@ -43,8 +43,7 @@ class Device:
                 return False
         return self is other
 
-    def __hash__(self) -> int:
-        return hash((self.type, self.index))
+    __hash__ = object.__hash__  # interned: identity is equality, and plan caches hash devices per op
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Device, (self.type, self.index))
@@ -64,6 +63,8 @@ class Device:
                 reason = backend.hooks["ember_device_unavailable_reason"](device_type=self.type)
                 detail = reason or f"{count} device(s) of type {self.type!r} exist"
                 raise BackendUnavailableError(f"device {self} is not available: {detail}")
+            self._alloc = backend.hooks["ember_alloc"]  # cached for Storage, the per-op hot path
+            self._free = backend.hooks["ember_free"]
             self._backend = backend
         return backend
 
@@ -85,7 +86,7 @@ def as_device(value: Any) -> Device:
 
 def _forget_backends() -> None:
     for device in Device._interned.values():
-        device._backend = None
+        device._backend = device._alloc = device._free = None
 
 
 _default = threading.local()

@@ -43,7 +43,7 @@ class FallbackWarning(UserWarning):
     """An op ran on the host because its device had no kernel for it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: it keys every plan cache on the hot path
 class Preferences:
     prefer: tuple[str, ...] = ()
     exclude: frozenset[str] = frozenset()

@@ -43,8 +43,7 @@ class DType:
             return self.name == other
         return NotImplemented
 
-    def __hash__(self) -> int:
-        return self.code
+    __hash__ = object.__hash__  # one object per dtype; identity hashing keeps plan-cache keys cheap
 
     def __reduce__(self) -> str:
         return self.name  # pickles as the module-level constant

@@ -25,12 +25,15 @@ class Storage:
 
     def __init__(self, device: Device, nbytes: int, handle: Any = None) -> None:
         self.free = None  # set last: a failed allocation must not be freed
-        backend = device.backend
+        alloc = device._alloc
+        if alloc is None:
+            device.backend  # noqa: B018  (resolves the backend and caches its hooks, or explains why not)
+            alloc = device._alloc
         self.device = device
         self.nbytes = nbytes
         self.version = 0
-        self.handle = backend.hooks["ember_alloc"](device, nbytes) if handle is None else handle
-        self.free = backend.hooks["ember_free"]
+        self.handle = alloc(device, nbytes) if handle is None else handle
+        self.free = device._free
 
     def __del__(self) -> None:
         free = self.free
@@ -82,6 +85,24 @@ class Tensor:
         t._device = storage.device
         t._numel = math.prod(shape)
         t._contig = _is_contiguous(shape, strides)
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        return t
+
+    @staticmethod
+    def _make_contiguous(storage: Storage, shape: tuple[int, ...], strides: tuple[int, ...], numel: int,
+                         dtype: _dt.DType) -> Tensor:
+        """_make for a fresh contiguous layout whose strides and size the caller already knows."""
+        t = _new(Tensor)
+        t._storage = storage
+        t._shape = shape
+        t._strides = strides
+        t._offset = 0
+        t._dtype = dtype
+        t._device = storage.device
+        t._numel = numel
+        t._contig = True
         t.requires_grad = False
         t.grad = None
         t.grad_fn = None

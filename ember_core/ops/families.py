@@ -23,11 +23,19 @@ from ember_core.ops.registry import NO_DEFAULT, OpSchema
 from ember_core.tensor import Storage, Tensor, contiguous_strides
 from ember_core.views import broadcast_shapes, broadcast_to, normalize_axes, normalize_axis, permute_dims
 
-_make = Tensor._make
+_make_contiguous = Tensor._make_contiguous
+_layouts: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}
 
 
 def empty(shape: tuple[int, ...], dtype: dt.DType, device: Any) -> Tensor:
-    return _make(Storage(device, math.prod(shape) * dtype.itemsize), shape, contiguous_strides(shape), 0, dtype)
+    """A fresh contiguous tensor: the allocation every op makes, so its layout is cached."""
+    layout = _layouts.get(shape)
+    if layout is None:
+        if len(_layouts) > 4096:
+            _layouts.clear()
+        layout = _layouts[shape] = (contiguous_strides(shape), math.prod(shape))
+    strides, numel = layout
+    return _make_contiguous(Storage(device, numel * dtype.itemsize), shape, strides, numel, dtype)
 
 
 # ---- choosing and running a kernel ------------------------------------------------------------
@@ -150,6 +158,9 @@ def scalar_operands(schema: OpSchema, x1: Any, x2: Any) -> tuple[Tensor, Tensor]
 
 # ---- builders ---------------------------------------------------------------------------------
 
+_state = dispatch._state
+
+
 def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
     plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
@@ -159,11 +170,13 @@ def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., T
         return compute, result_dtype(schema, compute), resolve(schema, x._device, compute, composite)
 
     def op(x: Tensor, /) -> Tensor:
-        try:
-            compute, out_dtype, choice = plans[x._dtype, x._device, dispatch.current()]
-        except (KeyError, AttributeError):
+        if x.__class__ is not Tensor:
             x = as_tensor_arg(schema, x)
-            compute, out_dtype, choice = plans.setdefault((x._dtype, x._device, dispatch.current()), plan(x))
+        key = (x._dtype, x._device, _state.prefs or dispatch.current())
+        p = plans.get(key)
+        if p is None:
+            p = plans[key] = plan(x)
+        compute, out_dtype, choice = p
         if x._dtype is not compute:
             x = cast(x, compute)
         if choice.how == "composite":
@@ -178,24 +191,40 @@ def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., T
     return op
 
 
+_broadcasts: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, ...]] = {}
+
+
+def _broadcast_pair(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[int, ...]:
+    shape = _broadcasts.get((s1, s2))
+    if shape is None:
+        if len(_broadcasts) > 4096:
+            _broadcasts.clear()
+        shape = _broadcasts[s1, s2] = broadcast_shapes(s1, s2)
+    return shape
+
+
 def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
     plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def plan(x1: Tensor, x2: Tensor) -> tuple[Any, ...]:
-        device = same_device(schema, x1, x2)
-        shape = broadcast_shapes(x1._shape, x2._shape)
         compute = _compute_dtype(schema, dt.promote_types(x1._dtype, x2._dtype))
         check_dtype(schema, compute)
-        return shape, compute, result_dtype(schema, compute), resolve(schema, device, compute, composite)
+        return compute, result_dtype(schema, compute), resolve(schema, x1._device, compute, composite)
 
     def op(x1: Any, x2: Any, /) -> Tensor:
         if x1.__class__ is not Tensor or x2.__class__ is not Tensor:
             x1, x2 = scalar_operands(schema, x1, x2)
-        key = (x1._dtype, x2._dtype, x1._shape, x2._shape, x1._device, x2._device, dispatch.current())
+        device = x1._device
+        if x2._device is not device:
+            same_device(schema, x1, x2)
+        key = (x1._dtype, x2._dtype, device, _state.prefs or dispatch.current())
         p = plans.get(key)
         if p is None:
             p = plans[key] = plan(x1, x2)
-        shape, compute, out_dtype, choice = p
+        compute, out_dtype, choice = p
+        shape = x1._shape
+        if x2._shape != shape:
+            shape = _broadcast_pair(shape, x2._shape)
         if x1._dtype is not compute:
             x1 = cast(x1, compute)
         if x2._dtype is not compute:
@@ -206,7 +235,7 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
             x1 = broadcast_to(x1, shape)
         if x2._shape != shape:
             x2 = broadcast_to(x2, shape)
-        out = empty(shape, out_dtype, x1._device)
+        out = empty(shape, out_dtype, device)
         if choice.how == "native":
             choice.kernel(out, x1, x2)
         else:
