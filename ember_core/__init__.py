@@ -9,7 +9,7 @@ from __future__ import annotations
 import math as _math
 from typing import Any
 
-from ember_core import ops, plugins
+from ember_core import ops, plugins, random
 from ember_core._include import get_include
 from ember_core.creation import (
     arange,
@@ -88,6 +88,9 @@ def flip(x: Tensor, /, *, axis: Any = None) -> Tensor:
     from ember_core.views import flip_view, normalize_axes
 
     return flip_view(x, normalize_axes(axis, x.ndim)).contiguous()
+
+
+manual_seed = random.manual_seed
 
 
 def set_num_threads(n: int) -> None:

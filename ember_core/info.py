@@ -11,7 +11,7 @@ from ember_core.plugins import MANAGER
 
 class Info:
     def capabilities(self) -> dict[str, Any]:
-        return {"boolean indexing": False, "data-dependent shapes": False}
+        return {"boolean indexing": True, "data-dependent shapes": True}
 
     def default_device(self) -> Device:
         return default_device()

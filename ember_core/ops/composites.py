@@ -117,3 +117,29 @@ def stack(arrays: Any, /, *, axis: int = 0) -> Any:
         raise ShapeError(f"stack needs equal shapes, got {sorted({a.shape for a in arrays})}")
     axis = normalize_axis(axis, arrays[0].ndim + 1)
     return concat([expand_dims(a, axis=axis) for a in arrays], axis=axis)
+
+
+def bernoulli(p: Any, /, shape: Any = None, *, device: Any = None, generator: Any = None) -> Any:
+    ops = _ops()
+    from ember_core.tensor import Tensor
+
+    if isinstance(p, Tensor):
+        shape = p.shape if shape is None else shape
+        device = p.device if device is None else device
+        dtype = p.dtype if p.dtype.kind == "f" else dt.default_float
+    else:
+        if not 0.0 <= float(p) <= 1.0:
+            raise ValueError(f"bernoulli: p must be in [0, 1], got {p!r}")
+        shape, dtype = (() if shape is None else shape), dt.default_float
+    return ops.less(ops.random_uniform(shape, dtype=dtype, device=device, generator=generator), p)
+
+
+def permutation(x: Any, /, *, device: Any = None, generator: Any = None) -> Any:
+    ops = _ops()
+    from ember_core.tensor import Tensor
+
+    n = x.shape[0] if isinstance(x, Tensor) else int(x)
+    device = x.device if isinstance(x, Tensor) and device is None else device
+    keys = ops.random_integers((n,), 0, 2**62, device=device, generator=generator)
+    order = ops.argsort(keys)
+    return ops.take(x, order, axis=0) if isinstance(x, Tensor) else order

@@ -18,7 +18,9 @@ from typing import Any
 
 from ember_core import dispatch
 from ember_core import dtypes as dt
-from ember_core.errors import DeviceError, DTypeError, KernelError, ShapeError, UnsupportedOpError
+from ember_core.errors import (
+    DeviceError, DTypeError, IndexOutOfRangeError, KernelError, ShapeError, UnsupportedOpError,
+)
 from ember_core.ops.registry import NO_DEFAULT, OpSchema
 from ember_core.tensor import Storage, Tensor, contiguous_strides
 from ember_core.views import broadcast_shapes, broadcast_to, normalize_axes, normalize_axis, permute_dims
@@ -319,6 +321,8 @@ def build_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..
         if composite is not None and dispatch.choose(schema.name, x._device.type, out_dtype, True,
                                                      schema.fallback).how == "composite":
             return composite(**a)
+        if schema.result == "accumulate":  # sum/prod: bool and integers accumulate in int64
+            x = cast(x, out_dtype)
         check_dtype(schema, x._dtype)
         if schema.result != "bool" and x._dtype is not out_dtype:
             x = cast(x, out_dtype)
@@ -478,6 +482,169 @@ def build_fill(schema: OpSchema, composite: Callable | None) -> Callable[..., Te
     return op
 
 
+def _axis_view(x: Tensor, axis: int) -> Tensor:
+    """x as (outer, n, inner) around ``axis``: the layout take/put kernels see."""
+    return x.reshape((math.prod(x._shape[:axis]), x._shape[axis], math.prod(x._shape[axis + 1:])))
+
+
+def checked_indices(schema: OpSchema, indices: Any, n: int, device: Any) -> Tensor:
+    """int64 contiguous 1-d indices, every one in [-n, n): validated before any kernel sees them."""
+    from ember_core.creation import asarray
+
+    if not isinstance(indices, Tensor):
+        indices = asarray(indices, device=device)
+    if indices._dtype.kind not in "iu":
+        raise DTypeError(f"{schema.name}: indices must be integers, got {indices._dtype.name}")
+    if indices.ndim != 1:
+        raise ShapeError(f"{schema.name}: indices must be 1-d, got shape {indices._shape}")
+    same_device(schema, indices, constant(0, dt.int64, device))
+    if indices._numel:
+        from ember_core.ops import call
+
+        low, high = call("min", indices).item(), call("max", indices).item()
+        if low < -n or high >= n:
+            bad = low if low < -n else high
+            raise IndexOutOfRangeError(f"{schema.name}: index {bad} is out of range for a dimension of size {n}")
+    return cast(indices, dt.int64).contiguous()
+
+
+def build_take(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    bind = _Bound(schema)
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        a = bind(args, kwargs)
+        x = as_tensor_arg(schema, a["x"])
+        axis = a["axis"]
+        if axis is None:
+            if x.ndim != 1:
+                raise ShapeError(f"take: axis is required for a {x.ndim}-d tensor")
+            axis = 0
+        axis = normalize_axis(axis, x.ndim)
+        idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
+        x3 = _axis_view(x, axis)
+        out = empty((x3._shape[0], idx._numel, x3._shape[2]), x._dtype, x._device)
+        run(schema, resolve(schema, x._device, x._dtype, None), (out,), (x3, idx), {})
+        return out.reshape((*x._shape[:axis], idx._numel, *x._shape[axis + 1:]))
+
+    op.__signature__ = bind.signature  # type: ignore[attr-defined]
+    return op
+
+
+def build_put(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    bind = _Bound(schema)
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        a = bind(args, kwargs)
+        x = as_tensor_arg(schema, a["x"])
+        axis = normalize_axis(a["axis"], x.ndim)
+        idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
+        values = a["values"]
+        if not isinstance(values, Tensor):
+            values = constant(values, x._dtype, x._device)
+        same_device(schema, x, values)
+        shape = (*x._shape[:axis], idx._numel, *x._shape[axis + 1:])
+        values = broadcast_to(cast(values, x._dtype), shape)
+        dst = _axis_view(x, axis)  # a view when x's layout allows one, else a copy written back below
+        run(schema, resolve(schema, x._device, x._dtype, None), (dst,), (idx, _axis_view(values, axis)),
+            {"accumulate": bool(a["accumulate"])})
+        if dst._storage is not x._storage:
+            from ember_core.creation import copy_into
+
+            copy_into(x, dst.reshape(x._shape))
+        x._storage.version += 1
+        return x
+
+    op.__signature__ = bind.signature  # type: ignore[attr-defined]
+    return op
+
+
+def build_nonzero(schema: OpSchema, composite: Callable | None) -> Callable[..., tuple[Tensor, ...]]:
+    def op(x: Tensor, /) -> tuple[Tensor, ...]:
+        from ember_core.ops import call
+
+        x = as_tensor_arg(schema, x)
+        if x.ndim == 0:
+            raise ShapeError("nonzero of a 0-d tensor is undefined; use x.reshape(1) or bool(x)")
+        count = int(call("count_nonzero", x).item())
+        out = empty((count, x.ndim), dt.index_dtype, x._device)
+        run(schema, resolve(schema, x._device, x._dtype, None), (out,), (x,), {})
+        return tuple(out[:, d] for d in range(x.ndim))
+
+    return op
+
+
+def build_searchsorted(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    bind = _Bound(schema)
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        from ember_core.ops import call
+
+        a = bind(args, kwargs)
+        x1, x2 = as_tensor_arg(schema, a["x1"], "x1"), as_tensor_arg(schema, a["x2"], "x2")
+        device = same_device(schema, x1, x2)
+        if x1.ndim != 1:
+            raise ShapeError(f"searchsorted: x1 must be 1-d, got shape {x1._shape}")
+        if a["side"] not in ("left", "right"):
+            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {a['side']!r}")
+        if a["sorter"] is not None:
+            x1 = call("take", x1, a["sorter"])
+        compute = dt.promote_types(x1._dtype, x2._dtype)
+        check_dtype(schema, compute)
+        out = empty(x2._shape, dt.index_dtype, device)
+        run(schema, resolve(schema, device, compute, None), (out,), (cast(x1, compute), cast(x2, compute)),
+            {"right": a["side"] == "right"})
+        return out
+
+    op.__signature__ = bind.signature  # type: ignore[attr-defined]
+    return op
+
+
+def build_random(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    bind = _Bound(schema)
+    kind = schema.name.removeprefix("random_")
+    first, second = (p.name for p in schema.params[1:3])
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        from ember_core import random
+        from ember_core.device import as_device, default_device
+        from ember_core.views import as_shape
+
+        a = bind(args, kwargs)
+        shape = as_shape(a["shape"])
+        device = default_device() if a["device"] is None else as_device(a["device"])
+        default = dt.default_int if kind == "integers" else dt.default_float
+        dtype = default if a["dtype"] is None else dt.as_dtype(a["dtype"])
+        check_dtype(schema, dtype)
+        lo, hi = a[first], a[second]
+        _check_random_params(kind, dtype, lo, hi)
+        gen = a["generator"] or random.default_generator(device)
+        if gen.device is not device:
+            raise DeviceError(f"{schema.name}: the generator is for {gen.device}, the tensor for {device}")
+        out = empty(shape, dtype, device)
+        seed, offset = gen.advance(random.blocks_for(kind, dtype.itemsize, out._numel))
+        run(schema, resolve(schema, device, dtype, None), (out,), (),
+            {"seed": seed, "offset": offset, first: lo, second: hi})
+        return out
+
+    op.__signature__ = bind.signature  # type: ignore[attr-defined]
+    return op
+
+
+def _check_random_params(kind: str, dtype: dt.DType, a: Any, b: Any) -> None:
+    if kind == "integers":
+        if not (isinstance(a, int) and isinstance(b, int)) or b <= a:
+            raise ValueError(f"random integers need int bounds with low < high, got [{a!r}, {b!r})")
+        top = 2 if dtype is dt.bool_ else None
+        if (top is not None and (a < 0 or b > top)) or (top is None and not (dt.fits(a, dtype) and dt.fits(b - 1, dtype))):
+            raise DTypeError(f"random integers in [{a}, {b}) do not fit {dtype.name}")
+    elif not (math.isfinite(a) and math.isfinite(b)):
+        raise ValueError(f"random {kind} parameters must be finite, got {a!r}, {b!r}")
+    elif kind == "uniform" and a > b:
+        raise ValueError(f"random uniform needs low <= high, got [{a!r}, {b!r})")
+    elif kind == "normal" and b < 0:
+        raise ValueError(f"random normal needs std >= 0, got {b!r}")
+
+
 def build_composite(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
     """Ops whose whole implementation is their composite (views, creation helpers...)."""
     if composite is None:
@@ -494,4 +661,6 @@ BUILDERS: dict[str, Callable[[OpSchema, Callable | None], Callable[..., Any]]] =
     "unary": build_unary, "binary": build_binary, "where": build_where, "copy": build_copy,
     "reduction": build_reduction, "arg_reduction": build_arg_reduction, "scan": build_scan,
     "sort": build_sort, "matmul": build_matmul, "fill": build_fill, "composite": build_composite,
+    "take": build_take, "put": build_put, "nonzero": build_nonzero, "searchsorted": build_searchsorted,
+    "random": build_random,
 }

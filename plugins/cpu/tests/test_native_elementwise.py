@@ -16,12 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ember_cpu._native import ffi, lib
 from native_util import check, desc
 
-from ember_cpu._native import ffi, lib
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import codegen  # noqa: E402  (plugins/cpu/codegen.py: the dtype sets kernels.toml names)
+import codegen
 
 TABLE = codegen.load()
 DTYPES = [d.name for d in codegen.DTYPES]
@@ -177,7 +176,7 @@ SAME_DTYPE_REF = {"floor_divide", "remainder"}
 
 def unary_ref(op: str, x: np.ndarray, dt: str) -> np.ndarray:
     with np.errstate(all="ignore"):
-        if dt in INTS + ["bool"] and op in INT_IDENTITY:
+        if dt in [*INTS, "bool"] and op in INT_IDENTITY:
             return x.copy()
         if op == "isfinite" and dt in INTS:
             return np.ones(x.shape, bool)
@@ -210,6 +209,21 @@ BINARY_CASES = op_cases("binary")
 def test_every_op_has_a_reference():
     assert set(TABLE["unary"]) == set(UNARY_REF)
     assert set(TABLE["binary"]) == set(BINARY_REF)
+
+
+def test_dtypes_and_results_match_the_core_registry():
+    registry_file = Path(__file__).resolve().parents[3] / "ember_core" / "ops" / "elementwise.toml"
+    if not registry_file.exists():
+        pytest.skip("no in-tree core registry")
+    registry = codegen.tomllib.loads(registry_file.read_text())["ops"]
+    for kind in ("unary", "binary"):
+        for op, spec in TABLE[kind].items():
+            if op in registry:
+                assert spec["dtypes"] == registry[op]["dtypes"], op
+                assert spec.get("result", "same") == registry[op].get("result", "same"), op
+    assert {op for op, s in registry.items() if s.get("family") in ("unary", "binary")} <= set(TABLE["unary"]) | set(
+        TABLE["binary"]
+    )
 
 
 def test_op_codes_follow_table_order():
@@ -577,9 +591,14 @@ def test_unsupported_and_invalid_arguments():
     fout = np.ones(4, np.float32)
     fx = np.ones(4, np.float32)
     bx = np.ones(4, bool)
-    assert lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_SIN, tdesc(out, "int32"), tdesc(x, "int32")) == lib.EMBER_ERR_UNSUPPORTED
     assert (
-        lib.ember_cpu_binary(lib.EMBER_CPU_BINARY_LOGICAL_AND, tdesc(bx, "bool"), tdesc(fx, "float32"), tdesc(fx, "float32"))
+        lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_SIN, tdesc(out, "int32"), tdesc(x, "int32"))
+        == lib.EMBER_ERR_UNSUPPORTED
+    )
+    assert (
+        lib.ember_cpu_binary(
+            lib.EMBER_CPU_BINARY_LOGICAL_AND, tdesc(bx, "bool"), tdesc(fx, "float32"), tdesc(fx, "float32")
+        )
         == lib.EMBER_ERR_UNSUPPORTED
     )
     assert lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_SIN, lib.EMBER_INT8, 4, ptr(out), 0, ptr(x), 0) == (
@@ -594,17 +613,29 @@ def test_unsupported_and_invalid_arguments():
         assert lib.ember_cpu_binary_contig(op, lib.EMBER_FLOAT32, 4, ptr(fout), 0, ptr(fx), 0, ptr(fx), 0) == bad
     for dtype in (-1, 12, 99):
         assert lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_NEGATIVE, dtype, 4, ptr(fout), 0, ptr(fx), 0) == bad
-        assert lib.ember_cpu_binary_contig(lib.EMBER_CPU_BINARY_ADD, dtype, 4, ptr(fout), 0, ptr(fx), 0, ptr(fx), 0) == bad
+        assert (
+            lib.ember_cpu_binary_contig(lib.EMBER_CPU_BINARY_ADD, dtype, 4, ptr(fout), 0, ptr(fx), 0, ptr(fx), 0) == bad
+        )
         t = tdesc(fx, "float32")
         t.dtype = dtype
         assert lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_NEGATIVE, tdesc(fout, "float32"), t) == bad
         assert lib.ember_cpu_copy(tdesc(fout, "float32"), t) == bad
         assert lib.ember_cpu_fill(t, 0, 0, 0) == bad
-    assert lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_NEGATIVE, lib.EMBER_FLOAT32, -1, ptr(fout), 0, ptr(fx), 0) == bad
+    assert (
+        lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_NEGATIVE, lib.EMBER_FLOAT32, -1, ptr(fout), 0, ptr(fx), 0) == bad
+    )
     # wrong result dtype, mismatched input dtypes, shapes, ndim, where's condition dtype
     assert lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_ISNAN, tdesc(fout, "float32"), tdesc(fx, "float32")) == bad
-    assert lib.ember_cpu_binary(lib.EMBER_CPU_BINARY_ADD, tdesc(fout, "float32"), tdesc(fx, "float32"), tdesc(x, "int32")) == bad
-    assert lib.ember_cpu_binary(lib.EMBER_CPU_BINARY_LESS, tdesc(fout, "float32"), tdesc(fx, "float32"), tdesc(fx, "float32")) == bad
+    assert (
+        lib.ember_cpu_binary(lib.EMBER_CPU_BINARY_ADD, tdesc(fout, "float32"), tdesc(fx, "float32"), tdesc(x, "int32"))
+        == bad
+    )
+    assert (
+        lib.ember_cpu_binary(
+            lib.EMBER_CPU_BINARY_LESS, tdesc(fout, "float32"), tdesc(fx, "float32"), tdesc(fx, "float32")
+        )
+        == bad
+    )
     short = np.ones(3, np.float32)
     assert lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_NEGATIVE, tdesc(short, "float32"), tdesc(fx, "float32")) == bad
     assert lib.ember_cpu_copy(tdesc(short, "float32"), tdesc(fx, "float32")) == bad
@@ -615,8 +646,13 @@ def test_unsupported_and_invalid_arguments():
     neg = tdesc(fx, "float32")
     neg.shape[0] = -4
     assert lib.ember_cpu_copy(neg, neg) == bad
-    assert lib.ember_cpu_where(tdesc(fout, "float32"), tdesc(fx, "float32"), tdesc(fx, "float32"), tdesc(fx, "float32")) == bad
-    assert lib.ember_cpu_where(tdesc(fout, "float32"), tdesc(bx, "bool"), tdesc(x, "int32"), tdesc(fx, "float32")) == bad
+    assert (
+        lib.ember_cpu_where(tdesc(fout, "float32"), tdesc(fx, "float32"), tdesc(fx, "float32"), tdesc(fx, "float32"))
+        == bad
+    )
+    assert (
+        lib.ember_cpu_where(tdesc(fout, "float32"), tdesc(bx, "bool"), tdesc(x, "int32"), tdesc(fx, "float32")) == bad
+    )
     assert lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_NEGATIVE, ffi.NULL, tdesc(fx, "float32")) == bad
 
 
@@ -675,3 +711,53 @@ def test_large_strided_and_broadcast():
     big = np.zeros((300, 700), np.int16)
     check(lib.ember_cpu_fill(tdesc(big.T, "int16"), 0, 0, -3))
     assert (big == -3).all()
+
+
+def test_float16_block_conversions():
+    """float16 loops convert blocks of 256 through float32: lengths across block edges, bit-exact
+    against numpy's float16 arithmetic (which also computes in float32 and rounds once)."""
+    rng = np.random.default_rng(6)
+    bits = np.arange(65536, dtype=np.uint16)  # every float16, NaN payloads included
+    h = bits.view(np.float16)
+    out = np.zeros(h.size + 1, np.float16)
+    code = lib.EMBER_CPU_UNARY_NEGATIVE
+    check(lib.ember_cpu_unary_contig(code, lib.EMBER_FLOAT16, h.size, ptr(out), 1, ptr(h), 0))
+    finite = ~np.isnan(h)
+    np.testing.assert_array_equal(out[1:][finite].view(np.uint16), (-h)[finite].view(np.uint16))
+    assert np.isnan(out[1:][~finite]).all()
+    f = np.zeros(h.size, np.float32)
+    check(lib.ember_cpu_copy(tdesc(f, "float32"), tdesc(h, "float16")))
+    np.testing.assert_array_equal(f[finite], h[finite].astype(np.float32))
+    back = np.zeros(h.size, np.float16)
+    check(lib.ember_cpu_copy(tdesc(back, "float16"), tdesc(f, "float32")))
+    np.testing.assert_array_equal(back[finite].view(np.uint16), bits[finite])
+    w = rng.standard_normal(70_001).astype(np.float32) * 1000
+    back = np.zeros(w.size, np.float16)
+    check(lib.ember_cpu_copy(tdesc(back, "float16"), tdesc(w, "float32")))
+    np.testing.assert_array_equal(back, w.astype(np.float16))
+    for n in (255, 256, 257, 1000):
+        a = rng.standard_normal(n).astype(np.float16)
+        b = rng.standard_normal(n).astype(np.float16)
+        for name, bb in (("vector", b), ("scalar", np.broadcast_to(b[:1], (n,)))):
+            got = run_binary("multiply", "float16", a, bb, "float16")
+            np.testing.assert_array_equal(got, a * bb, err_msg=f"{n} {name}")
+            got = run_binary("subtract", "float16", bb, a, "float16")
+            np.testing.assert_array_equal(got, bb - a, err_msg=f"{n} {name}")
+        got = run_unary("isfinite", "float16", a, "bool")
+        assert got.all()
+
+
+@pytest.mark.parametrize("dt", REAL_FLOATS)
+@pytest.mark.parametrize("op", ["ceil", "floor", "trunc", "round"])
+def test_rounding_is_exact(op: str, dt: str):
+    """Halves, values around 2**mantissa_bits, signed zeros: bit-exact against numpy (signs too)."""
+    big = {"float16": 2.0**10, "bfloat16": 2.0**7, "float32": 2.0**23, "float64": 2.0**52}[dt]
+    base = [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 3.5, 4.5, 1e-30, 7.0, 123.456, 1e10, 1e300, np.inf, np.nan]
+    base += [big - 1.5, big - 1, big - 0.5, big, big + 1, big + 2, 2 * big - 1, 2 * big, 2.0**23 - 0.5, 2.0**52 - 0.5]
+    vals = decode(encode(np.array(base + [-v for v in base]), dt), dt)
+    x = encode(vals, dt)
+    got = decode(run_unary(op, dt, x, dt), dt)
+    with np.errstate(all="ignore"):
+        want = decode(encode(UNARY_REF[op](vals), dt), dt)
+    np.testing.assert_array_equal(got, want)
+    assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()

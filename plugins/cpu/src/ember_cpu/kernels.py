@@ -153,6 +153,36 @@ def matmul(out: Any, a: Any, b: Any) -> None:
     _check(lib.ember_cpu_matmul(*(_desc(t, t._shape, t._strides) for t in (out, a, b))), "matmul")
 
 
+def _all_desc(*tensors: Any) -> list[Any]:
+    return [_desc(t, t._shape, t._strides) for t in tensors]
+
+
+def take(out: Any, x: Any, idx: Any) -> None:
+    _check(lib.ember_cpu_take(*_all_desc(out, x, idx)), "take")
+
+
+def index_put(dst: Any, idx: Any, values: Any, *, accumulate: bool) -> None:
+    _check(lib.ember_cpu_put(*_all_desc(dst, idx, values), int(accumulate)), "index_put")
+
+
+def nonzero(out: Any, x: Any) -> None:
+    _check(lib.ember_cpu_nonzero(*_all_desc(out, x)), "nonzero")
+
+
+def searchsorted(out: Any, x1: Any, x2: Any, *, right: bool) -> None:
+    _check(lib.ember_cpu_searchsorted(*_all_desc(out, x1, x2), int(right)), "searchsorted")
+
+
+def _random(name: str, kind: int, first: str, second: str) -> Callable[..., None]:
+    def kernel(out: Any, *, seed: int, offset: int, **params: Any) -> None:
+        a, b = params[first], params[second]
+        ints = out._dtype.kind in "biu"
+        _check(lib.ember_cpu_random(kind, desc(out), seed, offset, 0.0 if ints else a, 0.0 if ints else b,
+                                    a if ints else 0, b if ints else 0), name)
+
+    return kernel
+
+
 def _elementwise_names(section: str) -> list[str]:
     text = (Path(__file__).resolve().parent / "kernels.toml").read_text()
     return re.findall(rf"^\[{section}\.(\w+)\]", text, re.M)
@@ -178,4 +208,11 @@ KERNELS: dict[str, Callable[..., None]] = {
     "sort": _sort("sort", lib.ember_cpu_sort),
     "argsort": _sort("argsort", lib.ember_cpu_argsort),
     "matmul": matmul,
+    "take": take,
+    "index_put": index_put,
+    "nonzero": nonzero,
+    "searchsorted": searchsorted,
+    "random_uniform": _random("random_uniform", lib.EMBER_CPU_RANDOM_UNIFORM, "low", "high"),
+    "random_normal": _random("random_normal", lib.EMBER_CPU_RANDOM_NORMAL, "mean", "std"),
+    "random_integers": _random("random_integers", lib.EMBER_CPU_RANDOM_INTEGERS, "low", "high"),
 }

@@ -40,9 +40,12 @@ static int ew_valid(const ember_tensor *t)
 {
     if (!t || t->dtype < 0 || t->dtype >= EMBER_NUM_DTYPES || t->ndim < 0 || t->ndim > EMBER_MAX_NDIM)
         return 0;
-    for (int d = 0; d < t->ndim; d++)
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) {
         if (t->shape[d] < 0) return 0;
-    return 1;
+        n *= t->shape[d];
+    }
+    return n == 0 || t->data != NULL;
 }
 
 /* All operands valid and shaped like ops[0]. */
@@ -83,12 +86,13 @@ static inline void ew_call(const ew_kernel *k, int64_t n, char *const *p, const 
     }
 }
 
-/* Threads for `n` elements: 1 at or below the grain, else at most one per grain-sized piece. */
+/* Threads for `n` elements: 1 at or below the grain (and inside a parallel region), else one per
+ * started grain, up to the OpenMP thread count. */
 static int ew_threads(int64_t n)
 {
     if (n <= EMBER_PARALLEL_GRAIN || omp_in_parallel()) return 1;
     int64_t nt = omp_get_max_threads();
-    int64_t pieces = n / EMBER_PARALLEL_GRAIN;
+    int64_t pieces = (n + EMBER_PARALLEL_GRAIN - 1) / EMBER_PARALLEL_GRAIN;
     if (nt > pieces) nt = pieces;
     return nt < 1 ? 1 : (int)nt;
 }

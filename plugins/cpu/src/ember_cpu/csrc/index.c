@@ -237,7 +237,9 @@ typedef struct {
 
 static int split_init(split *s, const ember_tensor *x) {
     const ember_tensor *ops[1] = {x};
-    s->total = ember_iter_init(&s->it, x->ndim, x->shape, 1, ops) ? s->it.rows * s->it.inner_n : 0;
+    /* ember_iter_init divides by every dim (in its seek): never hand it an empty shape */
+    s->total = ember_numel(x) > 0 && ember_iter_init(&s->it, x->ndim, x->shape, 1, ops)
+                   ? s->it.rows * s->it.inner_n : 0;
     s->nparts = 1;
     if (s->total >= EMBER_PARALLEL_GRAIN) {
         s->nparts = omp_get_max_threads();

@@ -32,7 +32,6 @@
 
 #define LEAF 1024            /* elements in one leaf of the pairwise tree over a run           */
 #define COL_LEAF 16          /* reduced rows in one leaf of reduce_cols' pairwise tree          */
-#define COL_BLOCK 32         /* outputs reduce_cols keeps in registers while it walks a leaf    */
 #define COL_TILE_BYTES 16384 /* accumulators per reduce_cols task: stays in L1                  */
 #define MAX_CHUNKS 16        /* most parallel subtrees one output (or tile) is split into       */
 #define NUM_REDUCE_OPS 6
@@ -256,6 +255,11 @@ typedef struct {
 #define OP_MUL(a, v) ((a) * (v))
 #define OP_MAX(a, v) (((v) > (a) || (v) != (v)) ? (v) : (a))
 #define OP_MIN(a, v) (((v) < (a) || (v) != (v)) ? (v) : (a))
+/* The contiguous leaf's max/min lanes ignore NaN (these compile to a single vmaxps/vminps) and
+ * keep any NaN they meet in separate lanes instead (TRACK_NAN), merged in at the end: GCC does
+ * not vectorize the NaN-sticky form when the lanes are unrolled. */
+#define LANE_MAX(a, v) ((v) > (a) ? (v) : (a))
+#define LANE_MIN(a, v) ((v) < (a) ? (v) : (a))
 #define OP_OR(a, v) ((a) | (v))
 #define OP_AND(a, v) ((a) & (v))
 
@@ -266,19 +270,25 @@ typedef struct {
 #define LANES_OF(A) (sizeof(A) >= 8 ? 32 : 64)
 #define UNROLL _Pragma("GCC unroll 64")
 
-#define DEFINE_RKERNEL(NAME, T, A, OT, LD, ST, INIT, ACC)                                        \
+#define DEFINE_RKERNEL(NAME, T, A, OT, LD, ST, INIT, ACC, LANE, TRACK_NAN)                                        \
     static A NAME##_leaf_contig(const T *p, int64_t n) {                                         \
         enum { L = LANES_OF(A) };                                                                \
-        A acc[L];                                                                                \
-        UNROLL for (int j = 0; j < L; j++) acc[j] = INIT;                                        \
+        A acc[L], nan[L];                                                                        \
+        UNROLL for (int j = 0; j < L; j++) acc[j] = nan[j] = INIT;                               \
         int64_t i = 0;                                                                           \
         for (; i + L <= n; i += L) {                                                             \
-            UNROLL for (int j = 0; j < L; j++) acc[j] = ACC(acc[j], LD(A, p[i + j]));           \
+            UNROLL for (int j = 0; j < L; j++) {                                                 \
+                A v = LD(A, p[i + j]);                                                           \
+                acc[j] = LANE(acc[j], v);                                                        \
+                if (TRACK_NAN) nan[j] = v != v ? v : nan[j];                                     \
+            }                                                                                    \
         }                                                                                        \
         UNROLL for (int w = L / 2; w > 0; w /= 2) {                                              \
             UNROLL for (int j = 0; j < w; j++) acc[j] = ACC(acc[j], acc[j + w]);                 \
         }                                                                                        \
         A r = acc[0];                                                                            \
+        if (TRACK_NAN)                                                                           \
+            for (int j = 0; j < L; j++) r = ACC(r, nan[j]);                                      \
         for (; i < n; i++) r = ACC(r, LD(A, p[i]));                                              \
         return r;                                                                                \
     }                                                                                            \
@@ -338,28 +348,14 @@ typedef struct {
     static void NAME##_store(char *o, int64_t os, const void *acc, int64_t n) {                  \
         for (int64_t i = 0; i < n; i++) *(OT *)(o + i * os) = ST(OT, ((const A *)acc)[i]);       \
     }                                                                                            \
-    /* reduce_cols leaf: up to COL_LEAF rows into acc[0..w), COL_BLOCK outputs at a time held  \
-     * in registers across all the leaf's rows */                                                \
+    /* reduce_cols leaf: acc[0..w) = reduction of up to COL_LEAF rows, one whole row at a   \
+     * time (acc stays in L1; the loop over c vectorizes with no reduction in it) */             \
     static void NAME##_cols_leaf(const rplan *pl, const char *xb, int64_t r0, int64_t r1,         \
-                                 int64_t w, A *acc) {                                            \
-        const T *rowp[COL_LEAF];                                                                 \
-        int nr = (int)(r1 - r0);                                                                 \
-        for (int r = 0; r < nr; r++)                                                             \
-            rowp[r] = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r0 + r));      \
-        int64_t c = 0;                                                                           \
-        for (; c + COL_BLOCK <= w; c += COL_BLOCK) {                                             \
-            A a[COL_BLOCK];                                                                      \
-            UNROLL for (int j = 0; j < COL_BLOCK; j++) a[j] = INIT;                              \
-            for (int r = 0; r < nr; r++) {                                                       \
-                const T *p = rowp[r] + c;                                                        \
-                UNROLL for (int j = 0; j < COL_BLOCK; j++) a[j] = ACC(a[j], LD(A, p[j]));        \
-            }                                                                                    \
-            UNROLL for (int j = 0; j < COL_BLOCK; j++) acc[c + j] = a[j];                        \
-        }                                                                                        \
-        for (; c < w; c++) {                                                                     \
-            A a = INIT;                                                                          \
-            for (int r = 0; r < nr; r++) a = ACC(a, LD(A, rowp[r][c]));                          \
-            acc[c] = a;                                                                          \
+                                 int64_t w, A *restrict acc) {                                   \
+        for (int64_t c = 0; c < w; c++) acc[c] = INIT;                                           \
+        for (int64_t r = r0; r < r1; r++) {                                                      \
+            const T *restrict p = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r)); \
+            for (int64_t c = 0; c < w; c++) acc[c] = ACC(acc[c], LD(A, p[c]));                   \
         }                                                                                        \
     }                                                                                            \
     static void NAME##_cols(const rplan *pl, const char *xb, int64_t r0, int64_t r1, int64_t w,  \
@@ -423,14 +419,16 @@ typedef struct {
     X(c64, EMBER_COMPLEX64, float _Complex, NZ_PLAIN) \
     X(c128, EMBER_COMPLEX128, double _Complex, NZ_PLAIN)
 
-#define DEF_SUM(name, code, T, A, LD, ST) DEFINE_RKERNEL(sum_##name, T, A, T, LD, ST, 0, OP_ADD)
-#define DEF_PROD(name, code, T, A, LD, ST) DEFINE_RKERNEL(prod_##name, T, A, T, LD, ST, 1, OP_MUL)
-#define DEF_MAX(name, code, T, A, LD, ST, LO, HI) DEFINE_RKERNEL(max_##name, T, A, T, LD, ST, LO, OP_MAX)
-#define DEF_MIN(name, code, T, A, LD, ST, LO, HI) DEFINE_RKERNEL(min_##name, T, A, T, LD, ST, HI, OP_MIN)
+#define DEF_SUM(name, code, T, A, LD, ST) DEFINE_RKERNEL(sum_##name, T, A, T, LD, ST, 0, OP_ADD, OP_ADD, 0)
+#define DEF_PROD(name, code, T, A, LD, ST) DEFINE_RKERNEL(prod_##name, T, A, T, LD, ST, 1, OP_MUL, OP_MUL, 0)
+#define DEF_MAX(name, code, T, A, LD, ST, LO, HI) \
+    DEFINE_RKERNEL(max_##name, T, A, T, LD, ST, LO, OP_MAX, LANE_MAX, 1)
+#define DEF_MIN(name, code, T, A, LD, ST, LO, HI) \
+    DEFINE_RKERNEL(min_##name, T, A, T, LD, ST, HI, OP_MIN, LANE_MIN, 1)
 /* any/all load 0 or 1 into a byte and OR / AND them; the output is bool */
 #define DEF_TRUTH(name, code, T, NZ)                                  \
-    DEFINE_RKERNEL(any_##name, T, uint8_t, uint8_t, LD_##name##_NZ, ST_CAST, 0, OP_OR) \
-    DEFINE_RKERNEL(all_##name, T, uint8_t, uint8_t, LD_##name##_NZ, ST_CAST, 1, OP_AND)
+    DEFINE_RKERNEL(any_##name, T, uint8_t, uint8_t, LD_##name##_NZ, ST_CAST, 0, OP_OR, OP_OR, 0) \
+    DEFINE_RKERNEL(all_##name, T, uint8_t, uint8_t, LD_##name##_NZ, ST_CAST, 1, OP_AND, OP_AND, 0)
 
 #define DEF_NZ_LOAD(name, code, T, NZ) static inline uint8_t nzload_##name(T v) { return (uint8_t)NZ(v); }
 TRUTH_TYPES(DEF_NZ_LOAD)

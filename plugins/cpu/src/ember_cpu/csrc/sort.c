@@ -308,7 +308,8 @@ int ember_cpu_searchsorted(const ember_tensor *out, const ember_tensor *x1, cons
     if (f == NULL) return EMBER_ERR_UNSUPPORTED;
     const ember_tensor *ops[2] = {values, out};
     ember_iter it;
-    if (!ember_iter_init(&it, values->ndim, values->shape, 2, ops)) return EMBER_OK;
+    /* ember_iter_init divides by every dim (in its seek): never hand it an empty shape */
+    if (ember_numel(values) == 0 || !ember_iter_init(&it, values->ndim, values->shape, 2, ops)) return EMBER_OK;
     const char *xb = ember_base(x1);
     int64_t n = x1->shape[0], bs = x1->strides[0] * ember_itemsize[x1->dtype];
     int64_t total = it.rows * it.inner_n;
