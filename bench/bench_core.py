@@ -1,15 +1,15 @@
 """Core benchmarks, side by side with PyTorch (CPU) and numpy in the same process.
 
 Run: ``python bench/bench_core.py`` (PyTorch rows appear when ``torch`` is importable:
-``pip install torch==2.13.0``).  Prints one row per case with the median time of each
-framework and the ratio ember / PyTorch (lower is better).  Absolute numbers swing on shared
+``pip install torch==2.13.0``).  Prints one row per case with the best time of each
+framework (of 7 batches: noise on a shared machine only ever adds time) and the ratio
+ember / PyTorch (lower is better).  Absolute numbers swing on shared
 machines; the ratios measured in one run are what we report.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 
@@ -24,7 +24,7 @@ except ImportError:  # the ember column still runs
 
 
 def timeit(fn: Callable[[], object], *, min_time: float = 0.3, repeats: int = 7) -> float:
-    """Median seconds per call over `repeats` batches, each batch running >= min_time / repeats."""
+    """Best seconds per call over `repeats` batches, each batch running >= min_time / repeats."""
     fn()
     n, t = 1, 0.0
     while True:
@@ -41,7 +41,7 @@ def timeit(fn: Callable[[], object], *, min_time: float = 0.3, repeats: int = 7)
         for _ in range(n):
             fn()
         samples.append((time.perf_counter() - start) / n)
-    return statistics.median(samples)
+    return min(samples)
 
 
 def cases(threads: int) -> list[tuple[str, str, dict[str, Callable[[], object]], float]]:

@@ -169,7 +169,8 @@ def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., T
     def plan(x: Tensor) -> tuple[Any, ...]:
         compute = _compute_dtype(schema, x._dtype)
         check_dtype(schema, compute)
-        return compute, result_dtype(schema, compute), resolve(schema, x._device, compute, composite)
+        choice = resolve(schema, x._device, compute, composite)
+        return compute, result_dtype(schema, compute), choice, choice.kernel if choice.how == "native" else None
 
     def op(x: Tensor, /) -> Tensor:
         if x.__class__ is not Tensor:
@@ -178,16 +179,17 @@ def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., T
         p = plans.get(key)
         if p is None:
             p = plans[key] = plan(x)
-        compute, out_dtype, choice = p
+        compute, out_dtype, choice, kernel = p
         if x._dtype is not compute:
             x = cast(x, compute)
+        if kernel is not None:
+            out = empty(x._shape, out_dtype, x._device)
+            kernel(out, x)
+            return out
         if choice.how == "composite":
             return composite(x)
         out = empty(x._shape, out_dtype, x._device)
-        if choice.how == "native":
-            choice.kernel(out, x)
-        else:
-            run(schema, choice, (out,), (x,), {})
+        run(schema, choice, (out,), (x,), {})
         return out
 
     return op
@@ -211,7 +213,8 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
     def plan(x1: Tensor, x2: Tensor) -> tuple[Any, ...]:
         compute = _compute_dtype(schema, dt.promote_types(x1._dtype, x2._dtype))
         check_dtype(schema, compute)
-        return compute, result_dtype(schema, compute), resolve(schema, x1._device, compute, composite)
+        choice = resolve(schema, x1._device, compute, composite)
+        return compute, result_dtype(schema, compute), choice, choice.kernel if choice.how == "native" else None
 
     def op(x1: Any, x2: Any, /) -> Tensor:
         if x1.__class__ is not Tensor or x2.__class__ is not Tensor:
@@ -223,23 +226,23 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         p = plans.get(key)
         if p is None:
             p = plans[key] = plan(x1, x2)
-        compute, out_dtype, choice = p
-        shape = x1._shape
-        if x2._shape != shape:
-            shape = _broadcast_pair(shape, x2._shape)
+        compute, out_dtype, choice, kernel = p
         if x1._dtype is not compute:
             x1 = cast(x1, compute)
         if x2._dtype is not compute:
             x2 = cast(x2, compute)
-        if choice.how == "composite":
+        if kernel is None and choice.how == "composite":
             return composite(x1, x2)
-        if x1._shape != shape:
-            x1 = broadcast_to(x1, shape)
+        shape = x1._shape
         if x2._shape != shape:
-            x2 = broadcast_to(x2, shape)
+            shape = _broadcast_pair(shape, x2._shape)
+            if x1._shape != shape:
+                x1 = broadcast_to(x1, shape)
+            if x2._shape != shape:
+                x2 = broadcast_to(x2, shape)
         out = empty(shape, out_dtype, device)
-        if choice.how == "native":
-            choice.kernel(out, x1, x2)
+        if kernel is not None:
+            kernel(out, x1, x2)
         else:
             run(schema, choice, (out,), (x1, x2), {})
         return out
