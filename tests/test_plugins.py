@@ -138,3 +138,42 @@ def test_cli_backends_and_doctor():
     assert out.returncode == 0 and "ember-cpu" in out.stdout
     out = subprocess.run([sys.executable, "-m", "ember_core.cli", "doctor"], capture_output=True, text=True)
     assert out.returncode == 0 and "PASS  cpu" in out.stdout
+
+
+def test_plugin_declares_and_implements_a_vendor_op(tmp_path):
+    """A vendor op declared by the plugin's TOML is callable through ember_core.ops and runs the
+    plugin's kernel on its device."""
+    decl = tmp_path / "vendor.toml"
+    decl.write_text('namespace = "toyvendor"\n[ops.twice]\nsignature = "(x: Tensor, /) -> Tensor"\n'
+                    'family = "unary"\ndtypes = "real_floating"\n')
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text('[kernels.vtoy]\nfull = "registry"\ncopy = "registry"\n"toyvendor.twice" = ["float32"]\n')
+
+    class Vendor(Toy):
+        name = "vendortoy"
+        device_types = ("vtoy",)
+
+        @plugins.hookimpl
+        def ember_op_declarations(self):
+            return [str(decl)]
+
+        @plugins.hookimpl
+        def ember_plugin_info(self):
+            return plugins.PluginInfo(name=self.name, version="1", abi=self.abi, device_types=self.device_types,
+                                      manifest=manifest)
+
+        @plugins.hookimpl
+        def ember_kernels(self, device_type):
+            table = dict(Toy.ember_kernels(self, "toy"))
+
+            def twice(out, x):
+                table["add"](out, x, x)
+
+            return {"full": table["full"], "copy": table["copy"], "toyvendor.twice": twice}
+
+    backend = plugins.register(Vendor())
+    try:
+        x = em.full((3,), 1.5, device="vtoy")
+        assert em.ops.namespace.toyvendor.twice(x).tolist() == [3.0, 3.0, 3.0]
+    finally:
+        plugins.unregister(backend.name)

@@ -216,6 +216,11 @@ class PluginManager:
                                       f"{owner.package}; uninstall one of them")
                 if not device_type.isidentifier() or ":" in device_type:
                     raise PluginError(f"{label}: device type {device_type!r} must be an identifier")
+            if "ember_op_declarations" in hooks:  # vendor ops first: the manifest may name them
+                from ember_core.ops import load_vendor_file
+
+                for path in hooks["ember_op_declarations"]() or ():
+                    load_vendor_file(str(path))
             manifest = load_manifest(info.manifest, label)
             _check_hook_signatures(self.pm, module, label)
         except PluginError as exc:
