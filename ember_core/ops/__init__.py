@@ -11,11 +11,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from ember_core.errors import RegistryError
-from ember_core.ops import composites
+from ember_core.ops import composites, nn_composites
 from ember_core.ops.families import BUILDERS
 from ember_core.ops.registry import REGISTRY, OpSchema
 
 ENTRIES: dict[str, Callable[..., Any]] = {}
+_COMPOSITE_MODULES = (composites, nn_composites)  # where composite = "python" implementations live
 _REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__",
               "__rand__", "__ror__", "__rxor__", "__rlshift__", "__rrshift__", "__rmatmul__"}
 
@@ -24,11 +25,12 @@ def _composite_for(schema: OpSchema) -> Callable[..., Any] | None:
     if schema.composite is None:
         return None
     if schema.composite == "python":
-        fn = getattr(composites, schema.name.replace(".", "_"), None)
-        if fn is None:
-            raise RegistryError(f"{schema.file}: op {schema.name!r} says composite = \"python\" but "
-                                f"ember_core.ops.composites has no function {schema.name!r}")
-        return fn
+        for module in _COMPOSITE_MODULES:
+            fn = getattr(module, schema.name.replace(".", "_"), None)
+            if fn is not None:
+                return fn
+        raise RegistryError(f"{schema.file}: op {schema.name!r} says composite = \"python\" but no function "
+                            f"of that name exists in {', '.join(m.__name__ for m in _COMPOSITE_MODULES)}")
     return _compile_expression(schema)
 
 
