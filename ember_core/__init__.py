@@ -48,6 +48,8 @@ from ember_core.dtypes import (
     result_type,
     uint8,
 )
+from ember_core.interop import from_dlpack
+from ember_core.ops.composites import meshgrid
 from ember_core.errors import (
     BackendUnavailableError,
     DeviceError,

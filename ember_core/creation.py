@@ -76,11 +76,11 @@ def _host_array(obj: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]
     if dtype is None:
         dtype = dt.from_numpy_dtype(arr.dtype) if is_array else _python_default(arr.dtype)
     if dtype is dt.bfloat16:
-        f32 = np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32)
+        f32 = np.asarray(arr, dtype=np.float32, order="C").view(np.uint32)
         rounded = f32 + 0x7FFF + ((f32 >> 16) & 1)  # round to nearest even
         bits = np.where(np.isnan(arr.astype(np.float32)), (f32 >> 16) | 0x40, rounded >> 16)
         return bits.astype(np.uint16), dtype
-    return np.ascontiguousarray(arr, dtype=dtype.numpy), dtype
+    return np.asarray(arr, dtype=dtype.numpy, order="C"), dtype  # (ascontiguousarray makes 0-d 1-d)
 
 
 def _python_default(np_dtype: np.dtype) -> dt.DType:
@@ -129,7 +129,7 @@ def from_numpy(arr: np.ndarray) -> Tensor:
         if handle is not None:
             storage = Storage(device, arr.nbytes, handle=handle)
             return Tensor._make(storage, arr.shape, contiguous_strides(arr.shape), 0, dtype)
-    return _upload(np.ascontiguousarray(arr), dtype, device)
+    return _upload(np.asarray(arr, order="C"), dtype, device)
 
 
 def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None) -> Tensor:

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from ember_core import dtypes as dt
-from ember_core.errors import DTypeError, ShapeError
+from ember_core.errors import DeviceError, DTypeError, ShapeError
 
 
 def _ops() -> Any:
@@ -94,7 +94,7 @@ def concat(arrays: Any, /, *, axis: Any = 0) -> Any:
         if a.ndim != first.ndim or any(n != m for i, (n, m) in enumerate(zip(a.shape, first.shape)) if i != axis):
             raise ShapeError(f"concat along axis {axis}: shapes {first.shape} and {a.shape} differ elsewhere")
         if a.device is not first.device:
-            raise ShapeError(f"concat: tensors on {first.device} and {a.device}")
+            raise DeviceError(f"concat: tensors on {first.device} and {a.device}; move them to one device first")
     dtype = dt.result_type(*arrays)
     shape = list(first.shape)
     shape[axis] = sum(a.shape[axis] for a in arrays)
@@ -143,3 +143,256 @@ def permutation(x: Any, /, *, device: Any = None, generator: Any = None) -> Any:
     keys = ops.random_integers((n,), 0, 2**62, device=device, generator=generator)
     order = ops.argsort(keys)
     return ops.take(x, order, axis=0) if isinstance(x, Tensor) else order
+
+
+# ---- manipulation and set functions ----
+# Array API 2023.12: tril, triu, repeat, roll, tile, unstack, meshgrid and the four unique_*
+# functions, written in ember ops and views only.  meshgrid takes ``*arrays``, which a TOML
+# signature cannot express, so it is not declared in the registry and is exported by
+# ember_core/__init__.py directly.
+
+from typing import NamedTuple  # noqa: E402  (this section is appended to the module)
+
+
+class UniqueAllResult(NamedTuple):
+    values: Any
+    indices: Any
+    inverse_indices: Any
+    counts: Any
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Any
+    counts: Any
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Any
+    inverse_indices: Any
+
+
+def _tensor_arg(name: str, x: Any) -> Any:
+    from ember_core.tensor import Tensor
+
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}: x must be an ember tensor, got {type(x).__name__}; wrap data with "
+                        f"ember_core.asarray(...)")
+    return x
+
+
+def _int_arg(name: str, what: str, value: Any) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name}: {what} must be an int, got {type(value).__name__}")
+    return int(value.__index__())
+
+
+def _axis_of(name: str, axis: Any, ndim: int) -> int:
+    from ember_core.views import normalize_axis
+
+    if ndim == 0:
+        raise ShapeError(f"{name}: a 0-d tensor has no axis {axis}")
+    return normalize_axis(axis, ndim)
+
+
+def _fresh(out: Any, x: Any) -> Any:
+    """out, copied when it still aliases x's memory (these functions always return new tensors)."""
+    return _ops().copy(out) if out._storage is x._storage else out
+
+
+def _triangle(name: str, x: Any, k: Any, lower: bool) -> Any:
+    from ember_core.creation import arange, zeros
+
+    x = _tensor_arg(name, x)
+    k = _int_arg(name, "k", k)
+    if x.ndim < 2:
+        raise ShapeError(f"{name} needs a tensor of at least 2 dimensions (..., M, N), got shape {x.shape}")
+    m, n = x.shape[-2:]
+    k = min(max(k, -m), n)  # same mask, and a k of any size stays a small int64 scalar
+    offset = arange(n, device=x.device).reshape((1, n)) - arange(m, device=x.device).reshape((m, 1))
+    keep = offset <= k if lower else offset >= k
+    return _ops().where(keep, x, zeros((), dtype=x.dtype, device=x.device))
+
+
+def tril(x: Any, /, *, k: int = 0) -> Any:
+    return _triangle("tril", x, k, lower=True)
+
+
+def triu(x: Any, /, *, k: int = 0) -> Any:
+    return _triangle("triu", x, k, lower=False)
+
+
+def repeat(x: Any, repeats: Any, /, *, axis: Any = None) -> Any:
+    from ember_core.creation import arange, asarray
+    from ember_core.tensor import Tensor
+    from ember_core.views import broadcast_to, expand_dims
+
+    ops = _ops()
+    x = _tensor_arg("repeat", x)
+    source = x
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    else:
+        axis = _axis_of("repeat", axis, x.ndim)
+    n = x.shape[axis]
+    if isinstance(repeats, (list, tuple)):
+        repeats = asarray(repeats, dtype=dt.int64, device=x.device)
+    if isinstance(repeats, Tensor):
+        if repeats.dtype.kind not in "iu":
+            raise DTypeError(f"repeat: repeats must be an integer tensor, got {repeats.dtype.name}")
+        if repeats.ndim > 1 or (repeats.ndim == 1 and repeats.shape[0] not in (1, n)):
+            raise ShapeError(f"repeat: repeats of shape {repeats.shape} do not fit axis {axis} of size {n} "
+                             f"(expected shape ({n},), (1,) or ())")
+        if repeats.device is not x.device:
+            from ember_core.errors import DeviceError
+
+            raise DeviceError(f"repeat: repeats are on {repeats.device}, x on {x.device}")
+        if repeats.ndim == 1 and repeats.shape[0] == n and n != 1:
+            counts = repeats.astype(dt.int64, copy=False)
+            if n and ops.min(counts).item() < 0:
+                raise ShapeError("repeat: repeats must be non-negative")
+            ends = ops.cumulative_sum(counts)
+            total = int(ends[-1].item()) if n else 0
+            index = ops.searchsorted(ends, arange(total, device=x.device), side="right")
+            return _fresh(ops.take(x, index, axis=axis), source)
+        repeats = repeats.reshape(-1)[0].item()
+    r = _int_arg("repeat", "repeats", repeats)
+    if r < 0:
+        raise ShapeError(f"repeat: repeats must be non-negative, got {r}")
+    spread = broadcast_to(expand_dims(x, axis=axis + 1), (*x.shape[: axis + 1], r, *x.shape[axis + 1:]))
+    out = spread.reshape((*x.shape[:axis], n * r, *x.shape[axis + 1:]))
+    return _fresh(out, source)
+
+
+def roll(x: Any, /, shift: Any, *, axis: Any = None) -> Any:
+    ops = _ops()
+    x = _tensor_arg("roll", x)
+    shift_is_tuple = isinstance(shift, (tuple, list))
+    shifts = tuple(_int_arg("roll", "shift", s) for s in (shift if shift_is_tuple else (shift,)))
+    if axis is None:
+        if shift_is_tuple:
+            raise ShapeError(f"roll: a tuple shift {shift} needs a tuple axis of the same length, got axis=None")
+        return roll(x.reshape(-1), shifts[0], axis=0).reshape(x.shape)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if shift_is_tuple and len(shifts) != len(axes):
+        raise ShapeError(f"roll: shift {shift} and axis {axis} must have the same length")
+    if not shift_is_tuple:
+        shifts = shifts * len(axes)
+    total: dict[int, int] = {}
+    for a, s in zip(axes, shifts):  # numpy's rule: shifts along a repeated axis add up
+        a = _axis_of("roll", _int_arg("roll", "axis", a), x.ndim)
+        total[a] = total.get(a, 0) + s
+    out = x
+    for a, s in total.items():
+        n = x.shape[a]
+        s = s % n if n else 0
+        if s:
+            lead = (slice(None),) * a
+            out = ops.concat([out[(*lead, slice(n - s, None))], out[(*lead, slice(0, n - s))]], axis=a)
+    return _fresh(out, x)
+
+
+def tile(x: Any, repetitions: Any, /) -> Any:
+    from ember_core.views import broadcast_to
+
+    x = _tensor_arg("tile", x)
+    reps = tuple(repetitions) if isinstance(repetitions, (tuple, list)) else (repetitions,)
+    reps = tuple(_int_arg("tile", "repetitions", r) for r in reps)
+    if any(r < 0 for r in reps):
+        raise ShapeError(f"tile: repetitions must be non-negative, got {reps}")
+    d = max(len(reps), x.ndim)
+    reps = (1,) * (d - len(reps)) + reps
+    shape = (1,) * (d - x.ndim) + x.shape
+    interleaved = x.reshape(tuple(v for s in shape for v in (1, s)))
+    big = broadcast_to(interleaved, tuple(v for r, s in zip(reps, shape) for v in (r, s)))
+    return _fresh(big.reshape(tuple(r * s for r, s in zip(reps, shape))), x)
+
+
+def unstack(x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
+    x = _tensor_arg("unstack", x)
+    axis = _axis_of("unstack", _int_arg("unstack", "axis", axis), x.ndim)
+    lead = (slice(None),) * axis
+    return tuple(x[(*lead, i)] for i in range(x.shape[axis]))
+
+
+def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:
+    """meshgrid(*arrays, indexing='xy') -> list of tensors
+
+    Coordinate grids from 1-d tensors of one dtype and device: with ``indexing='xy'`` (Cartesian)
+    the first two output dimensions are swapped relative to ``'ij'`` (matrix indexing).  Each
+    result is a new contiguous tensor (not a broadcast view)."""
+    from ember_core.errors import DeviceError
+    from ember_core.views import broadcast_to
+
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    arrays = tuple(_tensor_arg("meshgrid", a) for a in arrays)
+    if not arrays:
+        return []
+    for a in arrays:
+        if a.ndim != 1:
+            raise ShapeError(f"meshgrid needs 1-d tensors, got shapes {[b.shape for b in arrays]}")
+        if a.dtype is not arrays[0].dtype:
+            raise DTypeError(f"meshgrid needs tensors of one dtype, got {sorted({b.dtype.name for b in arrays})}")
+        if a.device is not arrays[0].device:
+            raise DeviceError(f"meshgrid: tensors on {arrays[0].device} and {a.device}")
+    dims = list(range(len(arrays)))
+    if indexing == "xy" and len(arrays) > 1:
+        dims[0], dims[1] = 1, 0
+    shape = [0] * len(arrays)
+    for a, d in zip(arrays, dims):
+        shape[d] = a.shape[0]
+    out = []
+    for a, d in zip(arrays, dims):
+        view = a.reshape(tuple(a.shape[0] if i == d else 1 for i in range(len(arrays))))
+        out.append(_ops().copy(broadcast_to(view, tuple(shape))))
+    return out
+
+
+def _unique(name: str, x: Any) -> tuple[Any, ...]:
+    """(values, first indices, inverse indices, counts) of the flattened x, values in sorted order.
+
+    Equal values are found by sorting (stably, so each run starts at its first occurrence) and
+    comparing neighbours with ``!=``; NaN != NaN, so every NaN is a distinct value with count 1,
+    placed after the numbers as sort places it.  -0.0 and 0.0 compare equal and are one value (the
+    one that occurs first).  Complex values sort lexicographically (real part, then imaginary)."""
+    from ember_core.creation import empty, full, ones
+
+    ops = _ops()
+    x = _tensor_arg(name, x)
+    flat = x.reshape(-1)
+    n, device = flat.shape[0], x.device
+    if n == 0:
+        index = empty((0,), dtype=dt.int64, device=device)
+        return empty((0,), dtype=x.dtype, device=device), index, empty(x.shape, dtype=dt.int64, device=device), index
+    if x.dtype.kind == "c":  # two stable passes: by imaginary part, then by real part
+        by_imag = ops.argsort(ops.imag(flat), stable=True)
+        order = ops.take(by_imag, ops.argsort(ops.take(ops.real(flat), by_imag), stable=True))
+    else:
+        order = ops.argsort(flat, stable=True)
+    ordered = ops.take(flat, order)
+    new = ops.concat([ones((1,), dtype=dt.bool_, device=device), ordered[1:] != ordered[:-1]])
+    (starts,) = ops.nonzero(new)
+    values = ops.take(ordered, starts)
+    group = ops.cumulative_sum(new.astype(dt.int64)) - 1
+    inverse = empty((n,), dtype=dt.int64, device=device)
+    ops.index_put(inverse, order, group)
+    ends = ops.concat([starts[1:], full((1,), n, dtype=dt.int64, device=device)])
+    return values, ops.take(order, starts), inverse.reshape(x.shape), ends - starts
+
+
+def unique_all(x: Any, /) -> UniqueAllResult:
+    return UniqueAllResult(*_unique("unique_all", x))
+
+
+def unique_counts(x: Any, /) -> UniqueCountsResult:
+    values, _, _, counts = _unique("unique_counts", x)
+    return UniqueCountsResult(values, counts)
+
+
+def unique_inverse(x: Any, /) -> UniqueInverseResult:
+    values, _, inverse, _ = _unique("unique_inverse", x)
+    return UniqueInverseResult(values, inverse)
+
+
+def unique_values(x: Any, /) -> Any:
+    return _unique("unique_values", x)[0]

@@ -423,11 +423,15 @@ def build_scan(schema: OpSchema, composite: Callable | None) -> Callable[..., Te
         x = cast(x, _reduction_dtype(schema, x._dtype, a.get("dtype")))
         out = _last_axis_op(schema, x, axis, x._dtype, {})
         if a.get("include_initial"):
+            from ember_core.creation import zeros
             from ember_core.ops import call
 
             axis = normalize_axis(axis, max(x.ndim, 1))
-            zeros_shape = tuple(1 if i == axis else n for i, n in enumerate(out._shape))
-            out = call("concat", [call("zeros", zeros_shape, dtype=out._dtype, device=out._device), out], axis=axis)
+            initial = zeros(tuple(1 if i == axis else n for i, n in enumerate(out._shape)), dtype=out._dtype,
+                            device=out._device)
+            if schema.name == "cumulative_prod":
+                initial = initial + 1
+            out = call("concat", [initial, out], axis=axis)
         return out
 
     op.__signature__ = bind.signature  # type: ignore[attr-defined]
