@@ -65,7 +65,8 @@ def full_like(x: Tensor, /, fill_value: Any, *, dtype: Any = None, device: Any =
 # ---- host data -> tensors -------------------------------------------------------------------------
 
 def _host_array(obj: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]:
-    """A C-contiguous numpy array of obj's data in the target dtype (bfloat16 as uint16 bits)."""
+    """A C-contiguous numpy array of obj's data in the target dtype (bfloat16: in float64, for the
+    device's conversion kernel to round once)."""
     is_array = isinstance(obj, np.ndarray) or hasattr(obj, "__array_interface__")
     try:
         arr = np.asarray(obj)
@@ -76,10 +77,7 @@ def _host_array(obj: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]
     if dtype is None:
         dtype = dt.from_numpy_dtype(arr.dtype) if is_array else _python_default(arr.dtype)
     if dtype is dt.bfloat16:
-        f32 = np.asarray(arr, dtype=np.float32, order="C").view(np.uint32)
-        rounded = f32 + 0x7FFF + ((f32 >> 16) & 1)  # round to nearest even
-        bits = np.where(np.isnan(arr.astype(np.float32)), (f32 >> 16) | 0x40, rounded >> 16)
-        return bits.astype(np.uint16), dtype
+        return np.asarray(arr, dtype=np.float64, order="C"), dtype
     return np.asarray(arr, dtype=dtype.numpy, order="C"), dtype  # (ascontiguousarray makes 0-d 1-d)
 
 
@@ -95,6 +93,8 @@ def _python_default(np_dtype: np.dtype) -> dt.DType:
 
 
 def _upload(arr: np.ndarray, dtype: dt.DType, device: Device) -> Tensor:
+    if dtype is dt.bfloat16 and arr.dtype != np.uint16:  # numpy has no bfloat16: convert on the device
+        return _upload(arr, dt.float64, device).astype(dtype)
     out = _empty(arr.shape, dtype, device)
     if arr.size:
         device.backend.hooks["ember_copy_from_host"](device, out.handle, 0, memoryview(arr.reshape(-1)).cast("B"))
@@ -180,6 +180,8 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
     """Write src (broadcast to dst's shape, converted to dst's dtype) into the view dst."""
     if src.device is not dst.device:
         src = copy_to_device(src, dst.device)
+    elif src._storage is dst._storage and _may_overlap(src, dst):
+        src = call("copy", src)  # x[1:] = x[:-1] must read the old values, not the ones being written
     src = broadcast_to(src, dst.shape)
     from ember_core.ops.families import resolve, run
     from ember_core.ops.registry import REGISTRY
@@ -187,6 +189,20 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
     schema = REGISTRY["copy"]
     run(schema, resolve(schema, dst.device, src.dtype, None), (dst,), (src,), {})
     dst._storage.version += 1
+
+
+def _extent(t: Tensor) -> tuple[int, int]:
+    """First and last element offsets a view touches in its storage."""
+    lo = t._offset + sum((n - 1) * st for n, st in zip(t._shape, t._strides) if st < 0 and n)
+    hi = t._offset + sum((n - 1) * st for n, st in zip(t._shape, t._strides) if st > 0 and n)
+    return lo, hi
+
+
+def _may_overlap(a: Tensor, b: Tensor) -> bool:
+    if not a._numel or not b._numel:
+        return False
+    (alo, ahi), (blo, bhi) = _extent(a), _extent(b)
+    return alo <= bhi and blo <= ahi
 
 
 def write_inplace(x: Tensor, result: Tensor, op: str) -> None:

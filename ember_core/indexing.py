@@ -18,7 +18,11 @@ def _expand_key(key: Any, ndim: int) -> list[Any]:
     ellipses = sum(k is Ellipsis for k in key)
     if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    for k in key:
+        if not (k is None or k is Ellipsis or isinstance(k, (slice, bool, Tensor)) or hasattr(k, "__index__")):
+            raise IndexError(f"{k!r} is not a valid index: use ints, slices, None, ..., bools, or integer/boolean "
+                             f"tensors")
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis and not isinstance(k, bool))
     if consumed > ndim:
         raise IndexOutOfRangeError(f"too many indices: {consumed} for a {ndim}-d tensor")
     if ellipses:
@@ -33,8 +37,8 @@ def basic_view(x: Tensor, key: Any) -> Tensor:
     shape, strides, offset = [], [], x._offset
     dim = 0
     for k in _expand_key(key, x.ndim):
-        if k is None:
-            shape.append(1)
+        if k is None or isinstance(k, bool):  # a bool scalar adds an axis of length 1 (True) or 0 (False)
+            shape.append(0 if k is False else 1)
             strides.append(0)
             continue
         n, s = x._shape[dim], x._strides[dim]
@@ -57,7 +61,7 @@ def basic_view(x: Tensor, key: Any) -> Tensor:
 def _is_basic(key: Any) -> bool:
     items = key if isinstance(key, tuple) else (key,)
     return all(
-        k is None or k is Ellipsis or isinstance(k, slice) or (hasattr(k, "__index__") and not isinstance(k, (Tensor, bool)))
+        k is None or k is Ellipsis or isinstance(k, (slice, bool)) or (hasattr(k, "__index__") and not isinstance(k, Tensor))
         for k in items
     )
 

@@ -18,6 +18,9 @@ from ember_core.device import Device, as_device
 from ember_core.errors import DeviceError, DTypeError, ShapeError
 
 
+_MAX_BYTES = 2**62
+
+
 class Storage:
     """One allocation of a backend.  ``version`` counts in-place writes (autograd checks it)."""
 
@@ -25,6 +28,8 @@ class Storage:
 
     def __init__(self, device: Device, nbytes: int, handle: Any = None) -> None:
         self.free = None  # set last: a failed allocation must not be freed
+        if nbytes > _MAX_BYTES:
+            raise MemoryError(f"cannot allocate {nbytes} bytes on {device}: beyond any address space")
         alloc = device._alloc
         if alloc is None:
             device.backend  # noqa: B018  (resolves the backend and caches its hooks, or explains why not)
@@ -260,7 +265,9 @@ class Tensor:
                 src._device, src._storage.handle, src._offset * src.itemsize, memoryview(arr.reshape(-1)).cast("B")
             )
         if src._dtype is _dt.bfloat16:
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+            wide = arr.astype(np.uint32)
+            wide <<= 16  # in place: keeps 0-d results arrays, not numpy scalars
+            arr = wide.view(np.float32)
         return arr
 
     def __dlpack_device__(self) -> tuple[int, int]:

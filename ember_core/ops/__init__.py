@@ -55,7 +55,13 @@ class _Namespace(SimpleNamespace):
         raise AttributeError(f"no op named {name!r} is registered (see `ember backends` or ember_core.ops.names())")
 
 
-_EXPRESSION_GLOBALS: dict[str, Any] = {"__builtins__": {}}
+def _result_type(*args: Any) -> Any:
+    from ember_core.dtypes import result_type
+
+    return result_type(*args)
+
+
+_EXPRESSION_GLOBALS: dict[str, Any] = {"__builtins__": {}, "result_type": _result_type}
 namespace = _Namespace()
 
 

@@ -22,6 +22,7 @@ from ember_core.errors import (
     DeviceError, DTypeError, IndexOutOfRangeError, KernelError, ShapeError, UnsupportedOpError,
 )
 from ember_core.ops.registry import NO_DEFAULT, OpSchema
+from ember_core.plugins import MAX_NDIM
 from ember_core.tensor import Storage, Tensor, contiguous_strides
 from ember_core.views import broadcast_shapes, broadcast_to, normalize_axes, normalize_axis, permute_dims
 
@@ -133,7 +134,8 @@ _constants: dict[tuple[Any, ...], Tensor] = {}
 
 def constant(value: Any, dtype: dt.DType, device: Any) -> Tensor:
     """A cached 0-d tensor holding a Python scalar (never handed to users, never written)."""
-    key = (type(value), value if value == value else "nan", dtype, device)
+    # zeros compare equal across signs (0.0 == -0.0) and NaN equals nothing: key those by repr
+    key = (type(value), value if value and value == value else repr(value), dtype, device)
     t = _constants.get(key)
     if t is None:
         if dtype.kind in "iu" and not dt.fits(value, dtype):
@@ -332,10 +334,14 @@ def build_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..
         if schema.name in ("max", "min") and any(x._shape[i] == 0 for i in axes):
             raise ShapeError(f"{schema.name} of an empty slice has no identity: shape {x._shape}, axes {axes}")
         kept = tuple(i for i in range(x.ndim) if i not in axes)
+        kept_shape = tuple(x._shape[i] for i in kept)
         xp = permute_dims(x, kept + axes)
-        out = empty(tuple(x._shape[i] for i in kept), out_dtype, x._device)
+        if xp.ndim > MAX_NDIM:  # more dims than a kernel descriptor holds: reduce one flat dim instead
+            xp = xp.reshape((math.prod(kept_shape), -1))
+        out = empty(kept_shape if xp.ndim == x.ndim else xp._shape[:1], out_dtype, x._device)
         run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,),
-            {"axes": tuple(range(len(kept), x.ndim))})
+            {"axes": tuple(range(out.ndim, xp.ndim))})
+        out = out.reshape(kept_shape)
         if keepdims:
             out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(x._shape)))
         return out
@@ -414,13 +420,13 @@ def build_scan(schema: OpSchema, composite: Callable | None) -> Callable[..., Te
     def op(*args: Any, **kwargs: Any) -> Tensor:
         a = bind(args, kwargs)
         x = as_tensor_arg(schema, a["x"])
-        check_dtype(schema, x._dtype)
         axis = a["axis"]
         if axis is None:
             if x.ndim > 1:
                 raise ShapeError(f"{schema.name}: axis is required for a {x.ndim}-d tensor")
             axis = 0
-        x = cast(x, _reduction_dtype(schema, x._dtype, a.get("dtype")))
+        x = cast(x, _reduction_dtype(schema, x._dtype, a.get("dtype")))  # bool/ints accumulate in int64
+        check_dtype(schema, x._dtype)
         out = _last_axis_op(schema, x, axis, x._dtype, {})
         if a.get("include_initial"):
             from ember_core.creation import zeros

@@ -34,6 +34,7 @@ hookimpl = pluggy.HookimplMarker("ember")
 ENTRY_POINT_GROUP = "ember.backends"
 ABI_MAJOR = 1  # must equal EMBER_ABI_MAJOR in include/ember.h (a test checks)
 ABI_MINOR = 0
+MAX_NDIM = 16  # EMBER_MAX_NDIM: dims a kernel descriptor holds; the core reshapes beyond it
 
 
 @dataclass(frozen=True)

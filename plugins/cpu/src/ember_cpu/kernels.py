@@ -67,15 +67,22 @@ def _desc(t: Any, shape: list[int] | tuple[int, ...], strides: list[int] | tuple
     return d
 
 
-def _descs_same_shape(*tensors: Any) -> list[Any]:
-    """Descriptors for operands sharing one shape, coalesced together."""
+def _same_shape_call(name: str, entry: Callable[..., int], lead: tuple[Any, ...], *tensors: Any) -> None:
+    """Call an elementwise entry point on operands sharing one shape.  Layouts with more
+    non-mergeable dims than a descriptor holds are split along their first dim (rare: it takes
+    over 16 dims that no two operands can merge)."""
     shape, strides = _coalesce(tensors[0]._shape, *(t._strides for t in tensors))
-    return [_desc(t, shape, s) for t, s in zip(tensors, strides)]
+    if len(shape) <= _MAX_NDIM:
+        _check(entry(*lead, *(_desc(t, shape, st) for t, st in zip(tensors, strides))), name)
+        return
+    for i in range(tensors[0]._shape[0]):
+        _same_shape_call(name, entry, lead, *(t[i] for t in tensors))
 
 
 def desc(t: Any) -> Any:
     """A descriptor of one tensor as it is (its own coalescing)."""
-    return _descs_same_shape(t)[0]
+    shape, (strides,) = _coalesce(t._shape, t._strides)
+    return _desc(t, shape, strides)
 
 
 # ---- elementwise -------------------------------------------------------------------------------
@@ -87,10 +94,10 @@ def _unary(name: str, code: int) -> Callable[..., None]:
         if x._contig:
             status = contig(code, x._dtype.code, out._numel, out._storage.handle, out._offset,
                             x._storage.handle, x._offset)
+            if status:
+                _check(status, name)
         else:
-            status = strided(code, *_descs_same_shape(out, x))
-        if status:
-            _check(status, name)
+            _same_shape_call(name, strided, (code,), out, x)
 
     return kernel
 
@@ -102,16 +109,16 @@ def _binary(name: str, code: int) -> Callable[..., None]:
         if a._contig and b._contig:
             status = contig(code, a._dtype.code, out._numel, out._storage.handle, out._offset,
                             a._storage.handle, a._offset, b._storage.handle, b._offset)
+            if status:
+                _check(status, name)
         else:
-            status = strided(code, *_descs_same_shape(out, a, b))
-        if status:
-            _check(status, name)
+            _same_shape_call(name, strided, (code,), out, a, b)
 
     return kernel
 
 
 def copy(out: Any, x: Any) -> None:
-    _check(lib.ember_cpu_copy(*_descs_same_shape(out, x)), "copy")
+    _same_shape_call("copy", lib.ember_cpu_copy, (), out, x)
 
 
 def full(out: Any, *, value: Any) -> None:
@@ -122,7 +129,7 @@ def full(out: Any, *, value: Any) -> None:
 
 
 def where(out: Any, cond: Any, a: Any, b: Any) -> None:
-    _check(lib.ember_cpu_where(*_descs_same_shape(out, cond, a, b)), "where")
+    _same_shape_call("where", lib.ember_cpu_where, (), out, cond, a, b)
 
 
 # ---- reductions, scans, sorting, matmul ---------------------------------------------------------
