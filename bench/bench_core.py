@@ -91,16 +91,10 @@ def main() -> None:
     print(f"{'case':42} {'unit':8} {'ember':>10} {'torch':>10} {'numpy':>10} {'ember/torch time':>17}")
     for name, unit, fns, work in cases(args.threads):
         times = {k: timeit(f) for k, f in fns.items()}
-
-        def show(k: str) -> str:
-            if k not in times:
-                return "-"
-            value = times[k] * work if work > 0 else -work / times[k]
-            return f"{value:10.2f}"
-
+        shown = {k: f"{t * work if work > 0 else -work / t:10.2f}" for k, t in times.items()}
         ratio = f"{times['ember'] / times['torch']:17.2f}" if "torch" in times else "-"
-        print(f"{name:42} {unit:8} {show('ember'):>10} {show('torch'):>10} {show('numpy'):>10} {ratio:>17}")
-
+        columns = " ".join(f"{shown.get(k, '-'):>10}" for k in ("ember", "torch", "numpy"))
+        print(f"{name:42} {unit:8} {columns} {ratio:>17}")
 
 if __name__ == "__main__":
     main()

@@ -48,8 +48,6 @@ from ember_core.dtypes import (
     result_type,
     uint8,
 )
-from ember_core.interop import from_dlpack
-from ember_core.ops.composites import meshgrid
 from ember_core.errors import (
     BackendUnavailableError,
     DeviceError,
@@ -62,7 +60,9 @@ from ember_core.errors import (
     ShapeError,
     UnsupportedOpError,
 )
+from ember_core.interop import from_dlpack
 from ember_core.ops import ENTRIES as _ENTRIES
+from ember_core.ops.composites import meshgrid
 from ember_core.tensor import Tensor
 from ember_core.views import broadcast_shapes, broadcast_to, expand_dims, moveaxis, permute_dims, squeeze
 

@@ -21,7 +21,7 @@ def _backends(args: argparse.Namespace) -> int:
             reason = backend.hooks["ember_device_unavailable_reason"](device_type=device_type)
             devices.append(f"{device_type} x{count}" + (f" ({reason})" if reason else ""))
         serves = ", ".join(f"{dt}: {len(ops)} ops" for dt, ops in backend.manifest.kernels.items()) or "-"
-        rows.append((backend.name, backend.package, backend.info.version, "%d.%d" % tuple(backend.info.abi),
+        rows.append((backend.name, backend.package, backend.info.version, "{}.{}".format(*backend.info.abi),
                      ", ".join(devices) or "-", serves, f"ok (priority {backend.priority})"))
     for broken in MANAGER.broken.values():
         rows.append((broken.name, broken.package or "-", "-", "-", "-", "-", f"BROKEN: {broken.reason}"))

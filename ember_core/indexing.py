@@ -61,7 +61,8 @@ def basic_view(x: Tensor, key: Any) -> Tensor:
 def _is_basic(key: Any) -> bool:
     items = key if isinstance(key, tuple) else (key,)
     return all(
-        k is None or k is Ellipsis or isinstance(k, (slice, bool)) or (hasattr(k, "__index__") and not isinstance(k, Tensor))
+        k is None or k is Ellipsis or isinstance(k, (slice, bool))
+        or (hasattr(k, "__index__") and not isinstance(k, Tensor))
         for k in items
     )
 

@@ -17,7 +17,6 @@ from ember_core import dtypes as _dt
 from ember_core.device import Device, as_device
 from ember_core.errors import DeviceError, DTypeError, ShapeError
 
-
 _MAX_BYTES = 2**62
 
 

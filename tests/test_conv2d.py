@@ -11,7 +11,7 @@ import ember_core as em
 def reference(x, w, b, stride, padding, dilation, groups):
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    n, c, h, wd = x.shape
+    n, _c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
     out = np.zeros((n, o, oh, ow))
@@ -20,7 +20,9 @@ def reference(x, w, b, stride, padding, dilation, groups):
         g = f // og
         for i in range(kh):
             for j in range(kw):
-                patch = x[:, g * cg:(g + 1) * cg, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+                rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+                cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+                patch = x[:, g * cg:(g + 1) * cg, rows, cols]
                 out[:, f] += np.einsum("nchw,c->nhw", patch, w[f, :, i, j])
     return out if b is None else out + b[None, :, None, None]
 
@@ -42,7 +44,8 @@ def test_conv2d_matches_reference(n, c, h, w, o, k, stride, padding, dilation, g
     got = em.conv2d(em.asarray(x, dtype=em.float64), em.asarray(wt, dtype=em.float64),
                     None if b is None else em.asarray(b, dtype=em.float64),
                     stride=stride, padding=padding, dilation=dilation, groups=groups)
-    np.testing.assert_allclose(got.numpy(), reference(x, wt, b, stride, padding, dilation, groups), rtol=1e-10, atol=1e-10)
+    expected = reference(x, wt, b, stride, padding, dilation, groups)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-10, atol=1e-10)
     got32 = em.conv2d(em.asarray(x, dtype=em.float32), em.asarray(wt, dtype=em.float32), stride=stride,
                       padding=padding, dilation=dilation, groups=groups)
     np.testing.assert_allclose(got32.numpy(), reference(x, wt, None, stride, padding, dilation, groups),

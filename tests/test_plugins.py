@@ -37,8 +37,10 @@ class _Variant(Toy):
 @pytest.mark.parametrize(
     ("variant", "message"),
     [
-        (_Variant(name="toy_major", abi=(ABI_MAJOR + 1, 0), device_types=("toymajor",)), "rebuild it against this ember"),
-        (_Variant(name="toy_minor", abi=(ABI_MAJOR, ABI_MINOR + 1), device_types=("toyminor",)), "pip install -U ember"),
+        (_Variant(name="toy_major", abi=(ABI_MAJOR + 1, 0), device_types=("toymajor",)),
+         "rebuild it against this ember"),
+        (_Variant(name="toy_minor", abi=(ABI_MAJOR, ABI_MINOR + 1), device_types=("toyminor",)),
+         "pip install -U ember"),
         (_Variant(name="cpu_clash", device_types=("cpu",)), "already owned by ember-cpu"),
     ],
 )
@@ -54,7 +56,7 @@ def test_missing_device_hook_is_an_error_at_registration():
         device_types = ("nofree",)
 
     NoFree.ember_free = None  # the hook is gone
-    with pytest.raises(em.PluginError, match="lacks the device hooks .*ember_free"):
+    with pytest.raises(em.PluginError, match=r"lacks the device hooks .*ember_free"):
         plugins.register(NoFree())
 
 
@@ -98,7 +100,7 @@ def test_two_backends_coexist_and_dispatch_by_device(toy):
 
 
 def test_mixing_devices_names_both(toy):
-    with pytest.raises(em.DeviceError, match="toy:0.*cpu|cpu.*toy:0"):
+    with pytest.raises(em.DeviceError, match=r"toy:0.*cpu|cpu.*toy:0"):
         em.ones(2, device="toy") + em.ones(2)
 
 

@@ -24,7 +24,8 @@ def run(*cmd: str | Path, **kwargs) -> subprocess.CompletedProcess:
 def test_extra_cpu_installs_from_wheels_and_passes_doctor(tmp_path):
     dist = tmp_path / "dist"
     # The build tools are already in this environment; build isolation would only fetch them again.
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", dist, ROOT, ROOT / "plugins" / "cpu")
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", dist, ROOT,
+        ROOT / "plugins" / "cpu")
     wheels = sorted(p.name.split("-")[0] for p in dist.glob("*.whl"))
     assert wheels == ["ember", "ember_cpu"]
 

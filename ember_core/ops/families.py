@@ -19,7 +19,12 @@ from typing import Any
 from ember_core import dispatch
 from ember_core import dtypes as dt
 from ember_core.errors import (
-    DeviceError, DTypeError, IndexOutOfRangeError, KernelError, ShapeError, UnsupportedOpError,
+    DeviceError,
+    DTypeError,
+    IndexOutOfRangeError,
+    KernelError,
+    ShapeError,
+    UnsupportedOpError,
 )
 from ember_core.ops.registry import NO_DEFAULT, OpSchema
 from ember_core.plugins import MAX_NDIM
@@ -372,7 +377,7 @@ def build_arg_reduction(schema: OpSchema, composite: Callable | None) -> Callabl
             xp, kept_shape = x.reshape(-1), ()
         else:
             axis = normalize_axis(axis, x.ndim)
-            xp = permute_dims(x, tuple(i for i in range(x.ndim) if i != axis) + (axis,)) if x.ndim else x.reshape(1)
+            xp = permute_dims(x, (*tuple(i for i in range(x.ndim) if i != axis), axis)) if x.ndim else x.reshape(1)
             kept_shape = xp._shape[:-1]
         if xp._shape[-1] == 0:
             raise ShapeError(f"{schema.name} of an empty sequence (shape {x._shape}) is undefined")
@@ -392,7 +397,7 @@ def _last_axis_op(schema: OpSchema, x: Tensor, axis: int, out_dtype: dt.DType, a
         x = x.reshape(1)
         axis = 0
     axis = normalize_axis(axis, x.ndim)
-    order = tuple(i for i in range(x.ndim) if i != axis) + (axis,)
+    order = (*tuple(i for i in range(x.ndim) if i != axis), axis)
     xp = permute_dims(x, order)
     out = empty(xp._shape, out_dtype, x._device)
     run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,), attrs)
@@ -464,7 +469,7 @@ def build_matmul(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         out = empty((*batch, m, n), compute, device)
         run(schema, resolve(schema, device, compute, None), (out,), (a, b), {})
         if x1.ndim == 1:
-            out = out.reshape(out._shape[:-2] + (n,))
+            out = out.reshape((*out._shape[:-2], n))
         if x2.ndim == 1:
             out = out.reshape(out._shape[:-1])
         return out
@@ -647,8 +652,8 @@ def _check_random_params(kind: str, dtype: dt.DType, a: Any, b: Any) -> None:
     if kind == "integers":
         if not (isinstance(a, int) and isinstance(b, int)) or b <= a:
             raise ValueError(f"random integers need int bounds with low < high, got [{a!r}, {b!r})")
-        top = 2 if dtype is dt.bool_ else None
-        if (top is not None and (a < 0 or b > top)) or (top is None and not (dt.fits(a, dtype) and dt.fits(b - 1, dtype))):
+        fits = (0 <= a and b <= 2) if dtype is dt.bool_ else (dt.fits(a, dtype) and dt.fits(b - 1, dtype))
+        if not fits:
             raise DTypeError(f"random integers in [{a}, {b}) do not fit {dtype.name}")
     elif not (math.isfinite(a) and math.isfinite(b)):
         raise ValueError(f"random {kind} parameters must be finite, got {a!r}, {b!r}")

@@ -21,7 +21,8 @@ def conv2d(x: Any, weight: Any, bias: Any = None, /, *, stride: Any = 1, padding
 
     (sh, sw), (ph, pw), (dh, dw) = _pair("stride", stride), _pair("padding", padding), _pair("dilation", dilation)
     if x.ndim != 4 or weight.ndim != 4:
-        raise ShapeError(f"conv2d needs x (N, C, H, W) and weight (O, C/groups, kH, kW), got {x.shape} and {weight.shape}")
+        raise ShapeError(f"conv2d needs x (N, C, H, W) and weight (O, C/groups, kH, kW), "
+                         f"got {x.shape} and {weight.shape}")
     if min(sh, sw, dh, dw) < 1 or min(ph, pw) < 0 or groups < 1:
         raise ValueError(f"conv2d: stride and dilation must be >= 1, padding >= 0, groups >= 1 "
                          f"(got stride={stride}, padding={padding}, dilation={dilation}, groups={groups})")

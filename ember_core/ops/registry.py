@@ -75,6 +75,7 @@ class Param:
 class OpSchema:
     name: str
     file: str
+    signature_text: str  # as declared: "(x: Tensor, /) -> Tensor"
     params: tuple[Param, ...]
     returns: str
     family: str
@@ -93,23 +94,6 @@ class OpSchema:
     @property
     def is_primitive(self) -> bool:
         return self.kind == "primitive"
-
-    @property
-    def signature_text(self) -> str:
-        parts, slash_done, star_done = [], False, False
-        for p in self.params:
-            if p.keyword_only and not star_done:
-                if not slash_done and any(q.positional_only for q in self.params):
-                    parts.append("/")
-                    slash_done = True
-                parts.append("*")
-                star_done = True
-            text = f"{p.name}: {p.annotation}" + ("" if p.required else f" = {p.default!r}")
-            parts.append(text)
-            if p.positional_only and (p is self.params[-1] or not self.params[self.params.index(p) + 1].positional_only):
-                parts.append("/")
-                slash_done = True
-        return f"({', '.join(parts)}) -> {self.returns}"
 
 
 def resolve_dtypes(spec: str | list) -> frozenset[DType]:
@@ -158,7 +142,8 @@ def _annotation(arg: ast.arg, text: str) -> str:
 def _check_type(annotation: str, text: str) -> str:
     for node in ast.walk(ast.parse(annotation, mode="eval")):
         if isinstance(node, ast.Name) and node.id not in _TYPE_NAMES:
-            raise RegistryError(f"signature {text!r}: unknown type {node.id!r} (known: {', '.join(sorted(_TYPE_NAMES))})")
+            known = ", ".join(sorted(_TYPE_NAMES))
+            raise RegistryError(f"signature {text!r}: unknown type {node.id!r} (known: {known})")
     return annotation
 
 
@@ -201,7 +186,8 @@ def parse_op(name: str, entry: dict, file: str) -> OpSchema:
         if arg not in names:
             raise RegistryError(f"{where}: derivative given for {arg!r}, which is not a parameter ({sorted(names)})")
     return OpSchema(
-        name=name, file=file, params=params, returns=returns, family=family, dtypes=dtypes, kind=kind,
+        name=name, file=file, signature_text=entry["signature"], params=params, returns=returns, family=family,
+        dtypes=dtypes, kind=kind,
         composite=entry.get("composite"), result=entry.get("result", "promoted"),
         int_to_float=entry.get("int_to_float", False), methods=tuple(entry.get("methods", ())),
         derivatives=dict(entry.get("derivatives", {})), differentiable=entry.get("differentiable", True),

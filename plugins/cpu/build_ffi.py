@@ -55,7 +55,7 @@ def _compile_args() -> list[str]:
     """Tuned for the building machine: the plugin is built where it runs (set EMBER_CPU_CFLAGS
     to build portable binaries instead)."""
     flags = os.environ.get("EMBER_CPU_CFLAGS", "-O3 -march=native")
-    return flags.split() + ["-fopenmp", "-std=gnu11", "-fno-strict-aliasing"]
+    return [*flags.split(), "-fopenmp", "-std=gnu11", "-fno-strict-aliasing"]
 
 
 codegen.generate(CSRC)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ember_core.errors import IndexOutOfRangeError, KernelError, ShapeError
-
 from ember_cpu._native import ffi, lib
 
 _SIZE = ffi.sizeof("ember_tensor")

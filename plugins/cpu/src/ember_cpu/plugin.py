@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ember_core.plugins import PluginInfo, hookimpl
-
 import ember_cpu
+from ember_core.plugins import PluginInfo, hookimpl
 
 _HERE = Path(__file__).resolve().parent
 
