@@ -297,6 +297,22 @@ def build_copy(schema: OpSchema, composite: Callable | None) -> Callable[..., Te
     return op
 
 
+def _bound_builder(impl: Callable[[OpSchema, Callable | None, dict[str, Any]], Any]) -> Callable[..., Any]:
+    """A builder for ops with keyword parameters: calls are bound to the schema's signature
+    (defaults applied, unknown names rejected) and ``impl(schema, composite, args)`` runs them."""
+
+    def builder(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
+        bind = _Bound(schema)
+
+        def op(*args: Any, **kwargs: Any) -> Any:
+            return impl(schema, composite, bind(args, kwargs))
+
+        op.__signature__ = bind.signature  # type: ignore[attr-defined]
+        return op
+
+    return builder
+
+
 class _Bound:
     """Binds call arguments to an op's schema: defaults applied, unknown names rejected."""
 
@@ -319,40 +335,34 @@ class _Bound:
         return bound.arguments
 
 
-def build_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    bind = _Bound(schema)
-
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        a = bind(args, kwargs)
-        x = as_tensor_arg(schema, a["x"])
-        axes = normalize_axes(a.get("axis"), x.ndim)
-        keepdims = bool(a.get("keepdims", False))
-        out_dtype = _reduction_dtype(schema, x._dtype, a.get("dtype"))
-        if composite is not None and dispatch.choose(schema.name, x._device.type, out_dtype, True,
-                                                     schema.fallback).how == "composite":
-            return composite(**a)
-        if schema.result == "accumulate":  # sum/prod: bool and integers accumulate in int64
-            x = cast(x, out_dtype)
-        check_dtype(schema, x._dtype)
-        if schema.result != "bool" and x._dtype is not out_dtype:
-            x = cast(x, out_dtype)
-        if schema.name in ("max", "min") and any(x._shape[i] == 0 for i in axes):
-            raise ShapeError(f"{schema.name} of an empty slice has no identity: shape {x._shape}, axes {axes}")
-        kept = tuple(i for i in range(x.ndim) if i not in axes)
-        kept_shape = tuple(x._shape[i] for i in kept)
-        xp = permute_dims(x, kept + axes)
-        if xp.ndim > MAX_NDIM:  # more dims than a kernel descriptor holds: reduce one flat dim instead
-            xp = xp.reshape((math.prod(kept_shape), -1))
-        out = empty(kept_shape if xp.ndim == x.ndim else xp._shape[:1], out_dtype, x._device)
-        run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,),
-            {"axes": tuple(range(out.ndim, xp.ndim))})
-        out = out.reshape(kept_shape)
-        if keepdims:
-            out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(x._shape)))
-        return out
-
-    op.__signature__ = bind.signature  # type: ignore[attr-defined]
-    return op
+@_bound_builder
+def build_reduction(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
+    x = as_tensor_arg(schema, a["x"])
+    axes = normalize_axes(a.get("axis"), x.ndim)
+    keepdims = bool(a.get("keepdims", False))
+    out_dtype = _reduction_dtype(schema, x._dtype, a.get("dtype"))
+    if composite is not None and dispatch.choose(schema.name, x._device.type, out_dtype, True,
+                                                 schema.fallback).how == "composite":
+        return composite(**a)
+    if schema.result == "accumulate":  # sum/prod: bool and integers accumulate in int64
+        x = cast(x, out_dtype)
+    check_dtype(schema, x._dtype)
+    if schema.result != "bool" and x._dtype is not out_dtype:
+        x = cast(x, out_dtype)
+    if schema.name in ("max", "min") and any(x._shape[i] == 0 for i in axes):
+        raise ShapeError(f"{schema.name} of an empty slice has no identity: shape {x._shape}, axes {axes}")
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    kept_shape = tuple(x._shape[i] for i in kept)
+    xp = permute_dims(x, kept + axes)
+    if xp.ndim > MAX_NDIM:  # more dims than a kernel descriptor holds: reduce one flat dim instead
+        xp = xp.reshape((math.prod(kept_shape), -1))
+    out = empty(kept_shape if xp.ndim == x.ndim else xp._shape[:1], out_dtype, x._device)
+    run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,),
+        {"axes": tuple(range(out.ndim, xp.ndim))})
+    out = out.reshape(kept_shape)
+    if keepdims:
+        out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(x._shape)))
+    return out
 
 
 def _reduction_dtype(schema: OpSchema, dtype: dt.DType, requested: Any) -> dt.DType:
@@ -365,30 +375,24 @@ def _reduction_dtype(schema: OpSchema, dtype: dt.DType, requested: Any) -> dt.DT
     return dtype
 
 
-def build_arg_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    bind = _Bound(schema)
-
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        a = bind(args, kwargs)
-        x = as_tensor_arg(schema, a["x"])
-        check_dtype(schema, x._dtype)
-        axis, keepdims = a["axis"], a["keepdims"]
-        if axis is None:
-            xp, kept_shape = x.reshape(-1), ()
-        else:
-            axis = normalize_axis(axis, x.ndim)
-            xp = permute_dims(x, (*tuple(i for i in range(x.ndim) if i != axis), axis)) if x.ndim else x.reshape(1)
-            kept_shape = xp._shape[:-1]
-        if xp._shape[-1] == 0:
-            raise ShapeError(f"{schema.name} of an empty sequence (shape {x._shape}) is undefined")
-        out = empty(kept_shape, dt.index_dtype, x._device)
-        run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,), {})
-        if keepdims:
-            out = out.reshape(tuple(1 if axis is None or i == axis else n for i, n in enumerate(x._shape)))
-        return out
-
-    op.__signature__ = bind.signature  # type: ignore[attr-defined]
-    return op
+@_bound_builder
+def build_arg_reduction(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
+    x = as_tensor_arg(schema, a["x"])
+    check_dtype(schema, x._dtype)
+    axis, keepdims = a["axis"], a["keepdims"]
+    if axis is None:
+        xp, kept_shape = x.reshape(-1), ()
+    else:
+        axis = normalize_axis(axis, x.ndim)
+        xp = permute_dims(x, (*tuple(i for i in range(x.ndim) if i != axis), axis)) if x.ndim else x.reshape(1)
+        kept_shape = xp._shape[:-1]
+    if xp._shape[-1] == 0:
+        raise ShapeError(f"{schema.name} of an empty sequence (shape {x._shape}) is undefined")
+    out = empty(kept_shape, dt.index_dtype, x._device)
+    run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,), {})
+    if keepdims:
+        out = out.reshape(tuple(1 if axis is None or i == axis else n for i, n in enumerate(x._shape)))
+    return out
 
 
 def _last_axis_op(schema: OpSchema, x: Tensor, axis: int, out_dtype: dt.DType, attrs: dict[str, Any]) -> Tensor:
@@ -405,48 +409,36 @@ def _last_axis_op(schema: OpSchema, x: Tensor, axis: int, out_dtype: dt.DType, a
     return permute_dims(out, inverse)
 
 
-def build_sort(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    bind = _Bound(schema)
-
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        a = bind(args, kwargs)
-        x = as_tensor_arg(schema, a["x"])
-        check_dtype(schema, x._dtype)
-        out_dtype = dt.index_dtype if schema.result == "index" else x._dtype
-        return _last_axis_op(schema, x, a["axis"], out_dtype, {"descending": bool(a["descending"])})
-
-    op.__signature__ = bind.signature  # type: ignore[attr-defined]
-    return op
+@_bound_builder
+def build_sort(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
+    x = as_tensor_arg(schema, a["x"])
+    check_dtype(schema, x._dtype)
+    out_dtype = dt.index_dtype if schema.result == "index" else x._dtype
+    return _last_axis_op(schema, x, a["axis"], out_dtype, {"descending": bool(a["descending"])})
 
 
-def build_scan(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    bind = _Bound(schema)
+@_bound_builder
+def build_scan(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
+    x = as_tensor_arg(schema, a["x"])
+    axis = a["axis"]
+    if axis is None:
+        if x.ndim > 1:
+            raise ShapeError(f"{schema.name}: axis is required for a {x.ndim}-d tensor")
+        axis = 0
+    x = cast(x, _reduction_dtype(schema, x._dtype, a.get("dtype")))  # bool/ints accumulate in int64
+    check_dtype(schema, x._dtype)
+    out = _last_axis_op(schema, x, axis, x._dtype, {})
+    if a.get("include_initial"):
+        from ember_core.creation import zeros
+        from ember_core.ops import call
 
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        a = bind(args, kwargs)
-        x = as_tensor_arg(schema, a["x"])
-        axis = a["axis"]
-        if axis is None:
-            if x.ndim > 1:
-                raise ShapeError(f"{schema.name}: axis is required for a {x.ndim}-d tensor")
-            axis = 0
-        x = cast(x, _reduction_dtype(schema, x._dtype, a.get("dtype")))  # bool/ints accumulate in int64
-        check_dtype(schema, x._dtype)
-        out = _last_axis_op(schema, x, axis, x._dtype, {})
-        if a.get("include_initial"):
-            from ember_core.creation import zeros
-            from ember_core.ops import call
-
-            axis = normalize_axis(axis, max(x.ndim, 1))
-            initial = zeros(tuple(1 if i == axis else n for i, n in enumerate(out._shape)), dtype=out._dtype,
-                            device=out._device)
-            if schema.name == "cumulative_prod":
-                initial = initial + 1
-            out = call("concat", [initial, out], axis=axis)
-        return out
-
-    op.__signature__ = bind.signature  # type: ignore[attr-defined]
-    return op
+        axis = normalize_axis(axis, max(x.ndim, 1))
+        initial = zeros(tuple(1 if i == axis else n for i, n in enumerate(out._shape)), dtype=out._dtype,
+                        device=out._device)
+        if schema.name == "cumulative_prod":
+            initial = initial + 1
+        out = call("concat", [initial, out], axis=axis)
+    return out
 
 
 def build_matmul(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
@@ -526,54 +518,42 @@ def checked_indices(schema: OpSchema, indices: Any, n: int, device: Any) -> Tens
     return cast(indices, dt.int64).contiguous()
 
 
-def build_take(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    bind = _Bound(schema)
-
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        a = bind(args, kwargs)
-        x = as_tensor_arg(schema, a["x"])
-        axis = a["axis"]
-        if axis is None:
-            if x.ndim != 1:
-                raise ShapeError(f"take: axis is required for a {x.ndim}-d tensor")
-            axis = 0
-        axis = normalize_axis(axis, x.ndim)
-        idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
-        x3 = _axis_view(x, axis)
-        out = empty((x3._shape[0], idx._numel, x3._shape[2]), x._dtype, x._device)
-        run(schema, resolve(schema, x._device, x._dtype, None), (out,), (x3, idx), {})
-        return out.reshape((*x._shape[:axis], idx._numel, *x._shape[axis + 1:]))
-
-    op.__signature__ = bind.signature  # type: ignore[attr-defined]
-    return op
+@_bound_builder
+def build_take(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
+    x = as_tensor_arg(schema, a["x"])
+    axis = a["axis"]
+    if axis is None:
+        if x.ndim != 1:
+            raise ShapeError(f"take: axis is required for a {x.ndim}-d tensor")
+        axis = 0
+    axis = normalize_axis(axis, x.ndim)
+    idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
+    x3 = _axis_view(x, axis)
+    out = empty((x3._shape[0], idx._numel, x3._shape[2]), x._dtype, x._device)
+    run(schema, resolve(schema, x._device, x._dtype, None), (out,), (x3, idx), {})
+    return out.reshape((*x._shape[:axis], idx._numel, *x._shape[axis + 1:]))
 
 
-def build_put(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    bind = _Bound(schema)
+@_bound_builder
+def build_put(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
+    x = as_tensor_arg(schema, a["x"])
+    axis = normalize_axis(a["axis"], x.ndim)
+    idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
+    values = a["values"]
+    if not isinstance(values, Tensor):
+        values = constant(values, x._dtype, x._device)
+    same_device(schema, x, values)
+    shape = (*x._shape[:axis], idx._numel, *x._shape[axis + 1:])
+    values = broadcast_to(cast(values, x._dtype), shape)
+    dst = _axis_view(x, axis)  # a view when x's layout allows one, else a copy written back below
+    run(schema, resolve(schema, x._device, x._dtype, None), (dst,), (idx, _axis_view(values, axis)),
+        {"accumulate": bool(a["accumulate"])})
+    if dst._storage is not x._storage:
+        from ember_core.creation import copy_into
 
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        a = bind(args, kwargs)
-        x = as_tensor_arg(schema, a["x"])
-        axis = normalize_axis(a["axis"], x.ndim)
-        idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
-        values = a["values"]
-        if not isinstance(values, Tensor):
-            values = constant(values, x._dtype, x._device)
-        same_device(schema, x, values)
-        shape = (*x._shape[:axis], idx._numel, *x._shape[axis + 1:])
-        values = broadcast_to(cast(values, x._dtype), shape)
-        dst = _axis_view(x, axis)  # a view when x's layout allows one, else a copy written back below
-        run(schema, resolve(schema, x._device, x._dtype, None), (dst,), (idx, _axis_view(values, axis)),
-            {"accumulate": bool(a["accumulate"])})
-        if dst._storage is not x._storage:
-            from ember_core.creation import copy_into
-
-            copy_into(x, dst.reshape(x._shape))
-        x._storage.version += 1
-        return x
-
-    op.__signature__ = bind.signature  # type: ignore[attr-defined]
-    return op
+        copy_into(x, dst.reshape(x._shape))
+    x._storage.version += 1
+    return x
 
 
 def build_nonzero(schema: OpSchema, composite: Callable | None) -> Callable[..., tuple[Tensor, ...]]:
@@ -591,61 +571,49 @@ def build_nonzero(schema: OpSchema, composite: Callable | None) -> Callable[...,
     return op
 
 
-def build_searchsorted(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    bind = _Bound(schema)
+@_bound_builder
+def build_searchsorted(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
+    from ember_core.ops import call
 
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        from ember_core.ops import call
-
-        a = bind(args, kwargs)
-        x1, x2 = as_tensor_arg(schema, a["x1"], "x1"), as_tensor_arg(schema, a["x2"], "x2")
-        device = same_device(schema, x1, x2)
-        if x1.ndim != 1:
-            raise ShapeError(f"searchsorted: x1 must be 1-d, got shape {x1._shape}")
-        if a["side"] not in ("left", "right"):
-            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {a['side']!r}")
-        if a["sorter"] is not None:
-            x1 = call("take", x1, a["sorter"])
-        compute = dt.promote_types(x1._dtype, x2._dtype)
-        check_dtype(schema, compute)
-        out = empty(x2._shape, dt.index_dtype, device)
-        run(schema, resolve(schema, device, compute, None), (out,), (cast(x1, compute), cast(x2, compute)),
-            {"right": a["side"] == "right"})
-        return out
-
-    op.__signature__ = bind.signature  # type: ignore[attr-defined]
-    return op
+    x1, x2 = as_tensor_arg(schema, a["x1"], "x1"), as_tensor_arg(schema, a["x2"], "x2")
+    device = same_device(schema, x1, x2)
+    if x1.ndim != 1:
+        raise ShapeError(f"searchsorted: x1 must be 1-d, got shape {x1._shape}")
+    if a["side"] not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {a['side']!r}")
+    if a["sorter"] is not None:
+        x1 = call("take", x1, a["sorter"])
+    compute = dt.promote_types(x1._dtype, x2._dtype)
+    check_dtype(schema, compute)
+    out = empty(x2._shape, dt.index_dtype, device)
+    run(schema, resolve(schema, device, compute, None), (out,), (cast(x1, compute), cast(x2, compute)),
+        {"right": a["side"] == "right"})
+    return out
 
 
-def build_random(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    bind = _Bound(schema)
+@_bound_builder
+def build_random(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
+    from ember_core import random
+    from ember_core.device import as_device, default_device
+    from ember_core.views import as_shape
+
     kind = schema.name.removeprefix("random_")
     first, second = (p.name for p in schema.params[1:3])
-
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        from ember_core import random
-        from ember_core.device import as_device, default_device
-        from ember_core.views import as_shape
-
-        a = bind(args, kwargs)
-        shape = as_shape(a["shape"])
-        device = default_device() if a["device"] is None else as_device(a["device"])
-        default = dt.default_int if kind == "integers" else dt.default_float
-        dtype = default if a["dtype"] is None else dt.as_dtype(a["dtype"])
-        check_dtype(schema, dtype)
-        lo, hi = a[first], a[second]
-        _check_random_params(kind, dtype, lo, hi)
-        gen = a["generator"] or random.default_generator(device)
-        if gen.device is not device:
-            raise DeviceError(f"{schema.name}: the generator is for {gen.device}, the tensor for {device}")
-        out = empty(shape, dtype, device)
-        seed, offset = gen.advance(random.blocks_for(kind, dtype.itemsize, out._numel))
-        run(schema, resolve(schema, device, dtype, None), (out,), (),
-            {"seed": seed, "offset": offset, first: lo, second: hi})
-        return out
-
-    op.__signature__ = bind.signature  # type: ignore[attr-defined]
-    return op
+    shape = as_shape(a["shape"])
+    device = default_device() if a["device"] is None else as_device(a["device"])
+    default = dt.default_int if kind == "integers" else dt.default_float
+    dtype = default if a["dtype"] is None else dt.as_dtype(a["dtype"])
+    check_dtype(schema, dtype)
+    lo, hi = a[first], a[second]
+    _check_random_params(kind, dtype, lo, hi)
+    gen = a["generator"] or random.default_generator(device)
+    if gen.device is not device:
+        raise DeviceError(f"{schema.name}: the generator is for {gen.device}, the tensor for {device}")
+    out = empty(shape, dtype, device)
+    seed, offset = gen.advance(random.blocks_for(kind, dtype.itemsize, out._numel))
+    run(schema, resolve(schema, device, dtype, None), (out,), (),
+        {"seed": seed, "offset": offset, first: lo, second: hi})
+    return out
 
 
 def _check_random_params(kind: str, dtype: dt.DType, a: Any, b: Any) -> None:
