@@ -654,6 +654,21 @@ def test_unsupported_and_invalid_arguments():
         lib.ember_cpu_where(tdesc(fout, "float32"), tdesc(bx, "bool"), tdesc(x, "int32"), tdesc(fx, "float32")) == bad
     )
     assert lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_NEGATIVE, ffi.NULL, tdesc(fx, "float32")) == bad
+    nodata = tdesc(fx, "float32")
+    nodata.data = ffi.NULL
+    assert lib.ember_cpu_copy(tdesc(fout, "float32"), nodata) == bad
+    # nothing to do: no pointer is touched
+    ok = lib.EMBER_OK
+    assert (
+        lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_NEGATIVE, lib.EMBER_FLOAT32, 0, ffi.NULL, 5, ffi.NULL, 7) == ok
+    )
+    assert (
+        lib.ember_cpu_binary_contig(lib.EMBER_CPU_BINARY_ADD, lib.EMBER_INT8, 0, ffi.NULL, 1, ffi.NULL, 2, ffi.NULL, 3)
+        == ok
+    )
+    empty = tdesc(np.zeros((3, 0), np.float32), "float32")
+    empty.data = ffi.NULL
+    assert lib.ember_cpu_fill(empty, 1.0, 0, 0) == ok
 
 
 # ---- large arrays: the threaded and streaming-store paths ------------------------------------------
@@ -711,6 +726,16 @@ def test_large_strided_and_broadcast():
     big = np.zeros((300, 700), np.int16)
     check(lib.ember_cpu_fill(tdesc(big.T, "int16"), 0, 0, -3))
     assert (big == -3).all()
+    # > 8 MiB of output written row by row with streaming stores (rows not multiples of 64 bytes)
+    m = rng.standard_normal((2200, 1001)).astype(np.float32)
+    r = rng.standard_normal(1001).astype(np.float32)
+    out = np.zeros((2200, 1001), np.float32)
+    check(lib.ember_cpu_binary(lib.EMBER_CPU_BINARY_MULTIPLY, tdesc(out, "float32"), tdesc(m, "float32"),
+                               tdesc(np.broadcast_to(r, m.shape), "float32")))  # fmt: skip
+    np.testing.assert_array_equal(out, m * r)
+    view = np.zeros((2200, 1040), np.float32)[:, 3:1004]  # rows start off cache-line boundaries
+    check(lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_NEGATIVE, tdesc(view, "float32"), tdesc(m, "float32")))
+    np.testing.assert_array_equal(view, -m)
 
 
 def test_float16_block_conversions():

@@ -9,10 +9,10 @@
  *     unit strides and stride-0 broadcast operands).
  * Above EMBER_PARALLEL_GRAIN elements the flat index range is split evenly across the OpenMP
  * threads (a split may fall inside a row); below it no parallel region is entered.
- * A flat run whose output is larger than EW_STREAM_BYTES (and is not also an input) computes
- * blocks into an L1-resident buffer and copies them out with non-temporal stores: the output
- * would not stay cached anyway, and skipping the read-for-ownership of its lines saves a third
- * of the memory traffic of a binary op.
+ * An output of EW_STREAM_BYTES or more (not also an input) whose rows are contiguous is computed
+ * in blocks into an L1-resident buffer and copied out with non-temporal stores: it would not
+ * stay cached anyway, and skipping the read-for-ownership of its lines saves a quarter of the
+ * memory traffic of a binary op.
  * Operands may alias exactly (out == x for in-place ops) but must not partially overlap.
  */
 #include <omp.h>
@@ -64,8 +64,8 @@ static int ew_dtype_ok(int dtype) { return dtype >= 0 && dtype < EMBER_NUM_DTYPE
 
 /* ---- drivers ------------------------------------------------------------------------------ */
 
-/* One call of an inner loop over n elements; p / s are per-operand byte pointers and strides
- * (operand 0 is the output). */
+/* The inner loop a driver runs: a generated loop of one or two inputs, or where's select.  ew_call
+ * runs it over n elements; p / s are per-operand byte pointers and strides, operand 0 the output. */
 typedef struct {
     int kind; /* 1: ember_ew_loop1, 2: ember_ew_loop2, 3: where */
     union {
@@ -99,7 +99,9 @@ static int ew_threads(int64_t n)
 
 /* ---- streaming stores -------------------------------------------------------------------- */
 
+#ifndef EW_STREAM_BYTES
 #define EW_STREAM_BYTES ((int64_t)8 << 20) /* outputs from this size on bypass the caches */
+#endif
 #define EW_BLOCK_BYTES 8192                 /* the L1 staging buffer of one thread          */
 
 #if defined(__AVX512F__)
@@ -126,21 +128,22 @@ static inline void ew_stream64(char *dst, const char *src)
 #define EW_HAVE_STREAM 0
 #endif
 
-/* n elements as ew_call would, with the output written by streaming stores.  The head up to the
- * first 64-byte boundary of the output and the tail go through plain stores. */
-static void ew_call_streaming(const ew_kernel *k, int nops, int64_t n, char *const *p, const int64_t *isz)
+/* n elements as ew_call would (s: byte strides, s[0] the output's itemsize: a contiguous output
+ * run), with the output written by streaming stores.  The head up to the first 64-byte boundary
+ * of the output and the tail go through plain stores. */
+static void ew_call_streaming(const ew_kernel *k, int nops, int64_t n, char *const *p, const int64_t *s)
 {
 #if EW_HAVE_STREAM
     _Alignas(64) char buf[EW_BLOCK_BYTES];
-    const int64_t osz = isz[0];
+    const int64_t osz = s[0];
     char *q[EMBER_ITER_MAX] = {0}, *tmp[EMBER_ITER_MAX] = {0};
     for (int j = 0; j < nops; j++) q[j] = p[j];
     int64_t mis = (int64_t)((uintptr_t)q[0] & 63);
     int64_t head = mis ? (64 - mis) / osz : 0;
     if (head > n) head = n;
     if (head) {
-        ew_call(k, head, q, isz);
-        for (int j = 0; j < nops; j++) q[j] += head * isz[j];
+        ew_call(k, head, q, s);
+        for (int j = 0; j < nops; j++) q[j] += head * s[j];
         n -= head;
     }
     const int64_t block = EW_BLOCK_BYTES / osz;
@@ -148,28 +151,43 @@ static void ew_call_streaming(const ew_kernel *k, int nops, int64_t n, char *con
         int64_t len = n < block ? n & ~(int64_t)63 : block; /* whole cache lines for every osz */
         tmp[0] = buf;
         for (int j = 1; j < nops; j++) tmp[j] = q[j];
-        ew_call(k, len, tmp, isz);
+        ew_call(k, len, tmp, s);
         for (int64_t off = 0; off < len * osz; off += 64) ew_stream64(q[0] + off, buf + off);
-        for (int j = 0; j < nops; j++) q[j] += len * isz[j];
+        for (int j = 0; j < nops; j++) q[j] += len * s[j];
         n -= len;
     }
-    if (n) ew_call(k, n, q, isz);
+    if (n) ew_call(k, n, q, s);
     _mm_sfence();
 #else
     (void)nops;
-    ew_call(k, n, p, isz);
+    ew_call(k, n, p, s);
 #endif
+}
+
+/* Streaming stores pay off for outputs of EW_STREAM_BYTES and more that no input shares (an
+ * in-place op already has the output's lines in cache); `osz` is the output's itemsize. */
+static int ew_want_stream(int nops, char *const *p, int64_t nbytes, int64_t osz)
+{
+    if (!EW_HAVE_STREAM || nbytes < EW_STREAM_BYTES || (uintptr_t)p[0] % (uintptr_t)osz != 0) return 0;
+    for (int j = 1; j < nops; j++)
+        if (p[j] == p[0]) return 0;
+    return 1;
+}
+
+static inline void ew_call_maybe_streaming(const ew_kernel *k, int nops, int stream, int64_t n, char *const *p,
+                                           const int64_t *s)
+{
+    if (stream && n >= 64) ew_call_streaming(k, nops, n, p, s);
+    else if (n > 0) ew_call(k, n, p, s);
 }
 
 /* Flat run over contiguous operands: p[k] are element-0 byte pointers, isz[k] itemsizes. */
 static void ew_run_flat(const ew_kernel *k, int nops, int64_t n, char *const *p, const int64_t *isz)
 {
-    int stream = EW_HAVE_STREAM && n * isz[0] >= EW_STREAM_BYTES && (uintptr_t)p[0] % isz[0] == 0;
-    for (int j = 1; j < nops; j++) stream &= p[j] != p[0];
+    int stream = ew_want_stream(nops, p, n * isz[0], isz[0]);
     int nt = ew_threads(n);
     if (nt <= 1) {
-        if (stream) ew_call_streaming(k, nops, n, p, isz);
-        else if (n > 0) ew_call(k, n, p, isz);
+        ew_call_maybe_streaming(k, nops, stream, n, p, isz);
         return;
     }
     /* chunks of a multiple of 64 elements keep chunk edges on cache lines for every dtype */
@@ -181,13 +199,12 @@ static void ew_run_flat(const ew_kernel *k, int nops, int64_t n, char *const *p,
         int64_t len = n - start < chunk ? n - start : chunk;
         char *q[EMBER_ITER_MAX] = {0};
         for (int j = 0; j < nops; j++) q[j] = p[j] + start * isz[j];
-        if (stream) ew_call_streaming(k, nops, len, q, isz);
-        else ew_call(k, len, q, isz);
+        ew_call_maybe_streaming(k, nops, stream, len, q, isz);
     }
 }
 
-/* Elements [start, end) in C order of the iterator's shape. */
-static void ew_run_range(const ew_kernel *k, ember_iter *it, int64_t start, int64_t end)
+/* Elements [start, end) in C order of the iterator's shape, one loop call per (part of a) row. */
+static void ew_run_range(const ew_kernel *k, ember_iter *it, int stream, int64_t start, int64_t end)
 {
     int64_t inner = it->inner_n;
     int64_t col = start % inner;
@@ -196,7 +213,7 @@ static void ew_run_range(const ew_kernel *k, ember_iter *it, int64_t start, int6
         int64_t len = inner - col < end - start ? inner - col : end - start;
         char *q[EMBER_ITER_MAX] = {0};
         for (int j = 0; j < it->nops; j++) q[j] = it->ptr[j] + col * it->inner_stride[j];
-        ew_call(k, len, q, it->inner_stride);
+        ew_call_maybe_streaming(k, it->nops, stream, len, q, it->inner_stride);
         start += len;
         col = 0;
         if (start < end) ember_iter_next(it);
@@ -206,11 +223,12 @@ static void ew_run_range(const ew_kernel *k, ember_iter *it, int64_t start, int6
 static int ew_run(const ew_kernel *k, int nops, const ember_tensor *const *ops)
 {
     const ember_tensor *out = ops[0];
+    const int64_t osz = ember_itemsize[out->dtype];
     int contiguous = 1;
     for (int j = 0; j < nops; j++) contiguous &= ember_is_contiguous(ops[j]);
     if (contiguous) {
-        char *p[EMBER_ITER_MAX];
-        int64_t isz[EMBER_ITER_MAX];
+        char *p[EMBER_ITER_MAX] = {0};
+        int64_t isz[EMBER_ITER_MAX] = {0};
         for (int j = 0; j < nops; j++) {
             p[j] = ember_base(ops[j]);
             isz[j] = ember_itemsize[ops[j]->dtype];
@@ -221,17 +239,17 @@ static int ew_run(const ew_kernel *k, int nops, const ember_tensor *const *ops)
     ember_iter it;
     if (!ember_iter_init(&it, out->ndim, out->shape, nops, ops)) return EMBER_OK;
     int64_t total = it.rows * it.inner_n;
+    /* rows of a contiguous output (broadcast inputs: x * scalar, x + row) may stream too */
+    int stream = it.inner_stride[0] == osz && ew_want_stream(nops, it.base, total * osz, osz);
     int nt = ew_threads(total);
     if (nt <= 1) {
-        do {
-            ew_call(k, it.inner_n, it.ptr, it.inner_stride);
-        } while (ember_iter_next(&it));
+        ew_run_range(k, &it, stream, 0, total);
         return EMBER_OK;
     }
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
     for (int t = 0; t < nt; t++) {
         ember_iter mine = it;
-        ew_run_range(k, &mine, total * t / nt, total * (t + 1) / nt);
+        ew_run_range(k, &mine, stream, total * t / nt, total * (t + 1) / nt);
     }
     return EMBER_OK;
 }
@@ -317,6 +335,7 @@ int ember_cpu_unary_contig(int op, int dtype, int64_t n, void *out, int64_t out_
         return EMBER_ERR_INVALID_ARGUMENT;
     ember_ew_loop1 f = ember_ew_unary_loops[op][dtype];
     if (!f) return EMBER_ERR_UNSUPPORTED;
+    if (n == 0) return EMBER_OK;
     int64_t isz[EMBER_ITER_MAX] = {ember_itemsize[ember_ew_unary_result[op][dtype]], ember_itemsize[dtype]};
     char *p[EMBER_ITER_MAX] = {(char *)out + out_off * isz[0], (char *)x + x_off * isz[1]};
     ew_kernel k = {.kind = 1, .u.f1 = f};
@@ -331,6 +350,7 @@ int ember_cpu_binary_contig(int op, int dtype, int64_t n, void *out, int64_t out
         return EMBER_ERR_INVALID_ARGUMENT;
     ember_ew_loop2 f = ember_ew_binary_loops[op][dtype];
     if (!f) return EMBER_ERR_UNSUPPORTED;
+    if (n == 0) return EMBER_OK;
     int64_t isz[EMBER_ITER_MAX] = {ember_itemsize[ember_ew_binary_result[op][dtype]], ember_itemsize[dtype],
                                    ember_itemsize[dtype]};
     char *p[EMBER_ITER_MAX] = {(char *)out + out_off * isz[0], (char *)a + a_off * isz[1], (char *)b + b_off * isz[2]};
@@ -358,6 +378,11 @@ typedef struct {
             const uint8_t *c = (const uint8_t *)p[1];                                            \
             const T bv = *(const T *)p[3];                                                       \
             for (int64_t i = 0; i < n; i++) o[i] = c[i] ? *(const T *)(p[2] + i * s[2]) : bv;    \
+        } else if (s[0] == (int64_t)sizeof(T) && s[1] == 1 && s[2] == 0) {                       \
+            T *o = (T *)p[0];                                                                    \
+            const uint8_t *c = (const uint8_t *)p[1];                                            \
+            const T av = *(const T *)p[2];                                                       \
+            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? av : *(const T *)(p[3] + i * s[3]);    \
         } else {                                                                                 \
             for (int64_t i = 0; i < n; i++)                                                      \
                 *(T *)(p[0] + i * s[0]) = p[1][i * s[1]] ? *(const T *)(p[2] + i * s[2])         \
