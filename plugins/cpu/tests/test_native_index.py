@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from native_util import check, desc, ffi, lib
 
-BF16 = "bfloat16"   # a uint16 array of bfloat16 bits
-ALL = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.float16, BF16, np.float32,
-       np.float64, np.complex64, np.complex128]
+BF16 = "bfloat16"  # a uint16 array of bfloat16 bits
+ALL = [
+    np.bool_,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.float16,
+    BF16,
+    np.float32,
+    np.float64,
+    np.complex64,
+    np.complex128,
+]
 
 rng = np.random.default_rng(7)
 
@@ -60,9 +71,11 @@ def run_put(dst, idx, vals, dt, accumulate):
 
 # ---- take ------------------------------------------------------------------------------------
 
+
+@pytest.mark.parametrize("inner", [5, 1])
 @pytest.mark.parametrize("dt", ALL, ids=str)
-def test_take(dt):
-    base = make(dt, (3, 11, 5))
+def test_take(dt, inner):
+    base = make(dt, (3, 11, inner))
     idx = np.array([0, 10, -1, -11, 4, 4, 7], np.int64)
     for name, x in layouts(base):
         st, out = run_take(x, idx, dt)
@@ -82,11 +95,11 @@ def test_take_large_and_degenerate():
     st, out = run_take(x, idx, np.float32)
     check(st)
     np.testing.assert_array_equal(out, np.take(x, idx, axis=1))
-    y = rng.standard_normal((2, 3, 300_000))   # few long rows: split along the inner dim
+    y = rng.standard_normal((2, 3, 300_000))  # few long rows: split along the inner dim
     st, out = run_take(y, np.array([2, 0, 2]), np.float64)
     check(st)
     np.testing.assert_array_equal(out, y[:, [2, 0, 2]])
-    z = np.broadcast_to(np.arange(4.0)[None, :, None], (3, 4, 5))   # stride-0 source
+    z = np.broadcast_to(np.arange(4.0)[None, :, None], (3, 4, 5))  # stride-0 source
     st, out = run_take(z, np.array([3, 1]), np.float64)
     check(st)
     np.testing.assert_array_equal(out, z[:, [3, 1]])
@@ -117,10 +130,11 @@ def test_take_rejects_bad_descriptors():
 
 # ---- put -------------------------------------------------------------------------------------
 
+
 def put_reference(dst, idx, vals, accumulate, dt):
     out = dst.copy()
     n = dst.shape[1]
-    for j, k in enumerate(idx):   # in order: the last write wins, sums accumulate in order
+    for j, k in enumerate(idx):  # in order: the last write wins, sums accumulate in order
         k = k + n if k < 0 else k
         if not accumulate:
             out[:, k] = vals[:, j]
@@ -128,19 +142,20 @@ def put_reference(dst, idx, vals, accumulate, dt):
             out[:, k] |= vals[:, j]
         elif dt is BF16:
             s = from_bf16(out[:, k]) + from_bf16(vals[:, j])
-            out[:, k] = (s.view(np.uint32) >> 16).astype(np.uint16)   # exact: small halves
+            out[:, k] = (s.view(np.uint32) >> 16).astype(np.uint16)  # exact: small halves
         else:
             with np.errstate(over="ignore"):
                 out[:, k] = out[:, k] + vals[:, j]
     return out
 
 
+@pytest.mark.parametrize("inner", [4, 1])
 @pytest.mark.parametrize("dt", ALL, ids=str)
 @pytest.mark.parametrize("accumulate", [0, 1])
-def test_put(dt, accumulate):
-    idx = np.array([1, -1, 3, 1, 0, -5, 3, 1], np.int64)   # repeats, negatives
-    vals = make(dt, (3, len(idx), 4))
-    base = make(dt, (3, 6, 4))
+def test_put(dt, accumulate, inner):
+    idx = np.array([1, -1, 3, 1, 0, -5, 3, 1], np.int64)  # repeats, negatives
+    vals = make(dt, (3, len(idx), inner))
+    base = make(dt, (3, 6, inner))
     for name, dst in layouts(base):
         want = put_reference(dst, idx, vals, accumulate, dt)
         for vname, v in layouts(vals):
@@ -185,6 +200,7 @@ def test_put_out_of_range_writes_nothing():
 
 # ---- count_nonzero / nonzero ------------------------------------------------------------------
 
+
 def count(x, dt):
     c = ffi.new("int64_t *")
     check(lib.ember_cpu_count_nonzero(desc(x, code(dt)), c))
@@ -218,7 +234,7 @@ def test_count_nonzero_and_nonzero(dt):
 def test_nonzero_special_values():
     f = np.array([0.0, -0.0, np.nan, 1e-45, -np.inf], np.float32)
     assert count(f, np.float32) == 3
-    h = np.array([0x8000, 0x0000, 0x0001, 0x7E00], np.uint16)   # -0, 0, subnormal, NaN
+    h = np.array([0x8000, 0x0000, 0x0001, 0x7E00], np.uint16)  # -0, 0, subnormal, NaN
     assert count(h.view(np.float16), np.float16) == 2
     assert count(h, BF16) == 2
     c = np.array([0j, 1j, 1 + 0j, 0j], np.complex128)
@@ -237,7 +253,7 @@ def test_nonzero_zero_d_empty_and_large():
     st, out = nonzero(np.zeros((3, 0)), np.float64)
     check(st)
     assert out.shape == (0, 2)
-    big = rng.random((300, 1001)) < 0.3   # several parts, rows split between them
+    big = rng.random((300, 1001)) < 0.3  # several parts, rows split between them
     assert count(big, np.bool_) == np.count_nonzero(big)
     st, out = nonzero(big, np.bool_)
     check(st)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from native_util import check, desc, lib
 
-BF16 = "bfloat16"   # a uint16 array of bfloat16 bits
+BF16 = "bfloat16"  # a uint16 array of bfloat16 bits
 INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8]
 FLOATS = [np.float16, BF16, np.float32, np.float64]
-REAL = [np.bool_] + INTS + FLOATS
+REAL = [np.bool_, *INTS, *FLOATS]
 
 rng = np.random.default_rng(99)
 
@@ -43,7 +42,7 @@ def make(dt, shape, specials=True):
         mask = rng.random(shape) < 0.2
         x[mask] = rng.choice(pool, size=int(mask.sum()))
         return x
-    v = np.round(rng.standard_normal(shape) * 4) / 2   # exact in every float format, ties
+    v = np.round(rng.standard_normal(shape) * 4) / 2  # exact in every float format, ties
     if specials:
         pool = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -np.nan])
         mask = rng.random(shape) < 0.15
@@ -56,7 +55,7 @@ def layouts(a):
     if a.ndim >= 2:
         yield "transposed", np.ascontiguousarray(a.T).T
     yield "flipped", np.ascontiguousarray(a[..., ::-1])[..., ::-1]
-    big = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    big = np.zeros((*a.shape[:-1], 2 * a.shape[-1]), a.dtype)
     big[..., ::2] = a
     yield "strided", big[..., ::2]
 
@@ -77,9 +76,8 @@ def stable_descending(v):
     """Reference: NaN first, then values descending, equal values in input order."""
     out = np.empty(v.shape, np.int64)
     for row in np.ndindex(v.shape[:-1]):
-        r = v[row].tolist()   # exact Python ints / floats
-        key = lambda i: (0, 0) if r[i] != r[i] else (1, -r[i])   # noqa: E731
-        out[row] = sorted(range(len(r)), key=key)
+        r = v[row].tolist()  # exact Python ints / floats
+        out[row] = sorted(range(len(r)), key=lambda i, r=r: (0, 0) if r[i] != r[i] else (1, -r[i]))
     return out
 
 
@@ -103,7 +101,7 @@ def test_sort_and_argsort_descending(dt):
         idx = run_argsort(x, dt, descending=True)
         np.testing.assert_array_equal(idx, stable_descending(v), err_msg=name)
         got = run_sort(x, dt, descending=True)
-        np.testing.assert_array_equal(got, np.take_along_axis(x, idx, -1))   # sort == x[argsort]
+        np.testing.assert_array_equal(got, np.take_along_axis(x, idx, -1))  # sort == x[argsort]
         np.testing.assert_array_equal(decoded(got, dt), np.flip(np.sort(v, axis=-1), axis=-1))
 
 
@@ -118,7 +116,7 @@ def test_long_rows_use_radix(dt):
     v = x[idx]
     assert np.all(v[:-1] >= v[1:])
     ties = v[:-1] == v[1:]
-    assert np.all(idx[:-1][ties] < idx[1:][ties])   # stable
+    assert np.all(idx[:-1][ties] < idx[1:][ties])  # stable
 
 
 def test_full_range_keys():
@@ -126,8 +124,10 @@ def test_full_range_keys():
     np.testing.assert_array_equal(run_sort(x, np.int64), np.sort(x))
     f = np.array([5e-324, -5e-324, 1e308, -1e308, np.inf, -np.inf, np.nan, 0.0, -0.0] * 10)
     np.testing.assert_array_equal(run_argsort(f, np.float64), np.argsort(f, kind="stable"))
-    h = np.arange(0, 65536, 7, dtype=np.uint16)   # every class of float16 bit pattern
-    np.testing.assert_array_equal(run_argsort(h.view(np.float16), np.float16), np.argsort(h.view(np.float16), kind="stable"))
+    h = np.arange(0, 65536, 7, dtype=np.uint16)  # every class of float16 bit pattern
+    np.testing.assert_array_equal(
+        run_argsort(h.view(np.float16), np.float16), np.argsort(h.view(np.float16), kind="stable")
+    )
     np.testing.assert_array_equal(run_argsort(h, BF16), np.argsort(from_bf16(h), kind="stable"))
 
 
@@ -144,7 +144,9 @@ def test_sort_zero_d_empty_and_in_place():
     run_sort(x, np.float64, out=x)
     np.testing.assert_array_equal(x, want)
     b = rng.standard_normal((4, 10)).astype(np.float32)
-    np.testing.assert_array_equal(run_sort(np.broadcast_to(b[:, :1], (4, 10)), np.float32), np.broadcast_to(b[:, :1], (4, 10)))
+    np.testing.assert_array_equal(
+        run_sort(np.broadcast_to(b[:, :1], (4, 10)), np.float32), np.broadcast_to(b[:, :1], (4, 10))
+    )
 
 
 def test_sort_errors():
@@ -161,6 +163,7 @@ def test_sort_errors():
 
 
 # ---- searchsorted -------------------------------------------------------------------------------
+
 
 def run_search(x1, v, dt, right):
     out = np.empty(v.shape, np.int64)
@@ -179,7 +182,7 @@ def test_searchsorted(dt):
         want = np.searchsorted(decoded(x1, dt), decoded(v, dt), side=side)
         for name, vv in layouts(v):
             np.testing.assert_array_equal(run_search(x1, vv, dt, right), want, err_msg=f"{name} {side}")
-        flipped = np.ascontiguousarray(x1[::-1])[::-1]   # negative stride
+        flipped = np.ascontiguousarray(x1[::-1])[::-1]  # negative stride
         np.testing.assert_array_equal(run_search(flipped, v, dt, right), want)
         strided = np.repeat(x1, 2)[::2]
         np.testing.assert_array_equal(run_search(strided, v, dt, right), want)
@@ -187,7 +190,7 @@ def test_searchsorted(dt):
 
 def test_searchsorted_large_zero_d_and_empty():
     x1 = np.sort(rng.standard_normal(1000)).astype(np.float32)
-    v = rng.standard_normal(200_000).astype(np.float32)   # parallel path
+    v = rng.standard_normal(200_000).astype(np.float32)  # parallel path
     np.testing.assert_array_equal(run_search(x1, v, np.float32, 0), np.searchsorted(x1, v))
     v2 = v.reshape(400, 500)[:, ::3]
     np.testing.assert_array_equal(run_search(x1, v2, np.float32, 1), np.searchsorted(x1, v2, side="right"))
@@ -201,8 +204,15 @@ def test_searchsorted_errors():
     x1 = np.zeros(5, np.float32)
     v = np.zeros(3, np.float32)
     out = np.zeros(3, np.int64)
-    assert lib.ember_cpu_searchsorted(desc(out), desc(x1.astype(np.float64)), desc(v), 0) == lib.EMBER_ERR_INVALID_ARGUMENT
-    assert lib.ember_cpu_searchsorted(desc(out), desc(np.zeros((5, 1), np.float32)), desc(v), 0) == lib.EMBER_ERR_INVALID_ARGUMENT
-    assert lib.ember_cpu_searchsorted(desc(np.zeros(4, np.int64)), desc(x1), desc(v), 0) == lib.EMBER_ERR_INVALID_ARGUMENT
+    assert (
+        lib.ember_cpu_searchsorted(desc(out), desc(x1.astype(np.float64)), desc(v), 0) == lib.EMBER_ERR_INVALID_ARGUMENT
+    )
+    assert (
+        lib.ember_cpu_searchsorted(desc(out), desc(np.zeros((5, 1), np.float32)), desc(v), 0)
+        == lib.EMBER_ERR_INVALID_ARGUMENT
+    )
+    assert (
+        lib.ember_cpu_searchsorted(desc(np.zeros(4, np.int64)), desc(x1), desc(v), 0) == lib.EMBER_ERR_INVALID_ARGUMENT
+    )
     c = np.zeros(3, np.complex64)
     assert lib.ember_cpu_searchsorted(desc(out), desc(c), desc(c), 0) == lib.EMBER_ERR_UNSUPPORTED

@@ -112,8 +112,9 @@ static inline int ember_iter_init(ember_iter *it, int ndim, const int64_t *shape
         it->base[k] = ember_base(ops[k]);
         it->inner_stride[k] = it->byte_strides[k][it->ndim - 1];
     }
+    if (it->rows == 0 || it->inner_n == 0) return 0;  /* seeking would divide by a zero extent */
     ember_iter_seek(it, 0);
-    return it->rows > 0 && it->inner_n > 0;
+    return 1;
 }
 
 static inline int ember_iter_next(ember_iter *it) {

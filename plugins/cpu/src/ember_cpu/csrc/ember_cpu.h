@@ -66,22 +66,25 @@ int ember_cpu_arg_reduce(int op, const ember_tensor *out, const ember_tensor *x)
 /* Inclusive scan along the last dim; out and x share shape and dtype. */
 int ember_cpu_scan(int op, const ember_tensor *out, const ember_tensor *x);
 /* Stable sort along the last dim.  ember_cpu_sort writes sorted values (out shares x's dtype);
- * ember_cpu_argsort writes int64 indices.  NaNs sort to the end (ascending) as numpy does;
- * descending is the exact reverse order of the stable ascending sort of -x for ties kept stable. */
+ * ember_cpu_argsort writes int64 indices.  Ascending: NaNs last, as numpy.  Descending: NaNs
+ * first, then decreasing values; equal elements keep their input order, so sort equals
+ * x[argsort] and its values equal np.flip(np.sort(x)). */
 int ember_cpu_sort(const ember_tensor *out, const ember_tensor *x, int descending);
 int ember_cpu_argsort(const ember_tensor *out, const ember_tensor *x, int descending);
 /* Gather / scatter along the middle dim of 3-d views (outer, n, inner):
  *   take: out(outer, m, inner) = x(outer, idx[j], inner) for idx of m int64 entries;
  *   put:  dst(outer, idx[j], inner) = values(outer, j, inner) (accumulate != 0: +=, in order).
+ * idx is 1-d.
  * Indices in [-n, n) wrap like Python's; anything else returns EMBER_ERR_INDEX before writing. */
 int ember_cpu_take(const ember_tensor *out, const ember_tensor *x, const ember_tensor *idx);
 int ember_cpu_put(const ember_tensor *dst, const ember_tensor *idx, const ember_tensor *values,
                   int accumulate);
 /* Number of non-zero elements of x (any dtype, any strides). */
 int ember_cpu_count_nonzero(const ember_tensor *x, int64_t *count);
-/* out is int64 (count, x.ndim): the C-order coordinates of x's non-zero elements. */
+/* out is int64 (count, x.ndim): the C-order coordinates of x's non-zero elements; out.shape[0]
+ * must equal the count (else EMBER_ERR_INVALID_ARGUMENT). */
 int ember_cpu_nonzero(const ember_tensor *out, const ember_tensor *x);
-/* out(int64, shape of values) = insertion points of values into sorted 1-d x1 (same dtype). */
+/* out(int64, shape of values) = insertion points of values into the sorted 1-d x1 (same dtype). */
 int ember_cpu_searchsorted(const ember_tensor *out, const ember_tensor *x1,
                            const ember_tensor *values, int right);
 

@@ -35,6 +35,12 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- per-dtype helpers ------------------------------------------------------------------- */
 
+/* Index j of a strided int64 index list, wrapped into [0, n) (the caller checked the range). */
+static inline int64_t index_at(const char *p, int64_t bs, int64_t j, int64_t n) {
+    int64_t k = *(const int64_t *)(p + j * bs);
+    return k < 0 ? k + n : k;
+}
+
 /* Accumulating adds that never invoke undefined behaviour: integers wrap through their
  * unsigned type, bool ORs (True + True stays True), float16/bfloat16 add in float32. */
 #define ADD_INT(name, T, U) \
@@ -76,9 +82,12 @@ static inline double _Complex add_c128(double _Complex a, double _Complex b) { r
     X(c128, EMBER_COMPLEX128, double _Complex, NZ_PLAIN)
 
 /* add_run: d[i] += v[i] over n elements (byte strides).
+ * add_scatter: d[idx[j] * ds] += v[j * vs] for the m indices in order (put with inner == 1).
  * count_run: non-zeros among n elements.
  * find_run: the positions i in [lo, hi) of non-zeros, into pos[]; returns how many. */
 typedef void (*add_fn)(char *d, int64_t ds, const char *v, int64_t vs, int64_t n);
+typedef void (*add_scatter_fn)(char *d, int64_t ds, const char *v, int64_t vs, const char *ib,
+                               int64_t ibs, int64_t n, int64_t m);
 typedef int64_t (*count_fn)(const char *p, int64_t n, int64_t bs);
 typedef int64_t (*find_fn)(const char *p, int64_t lo, int64_t hi, int64_t bs, int64_t *pos);
 
@@ -86,6 +95,13 @@ typedef int64_t (*find_fn)(const char *p, int64_t lo, int64_t hi, int64_t bs, in
     static void add_run_##name(char *d, int64_t ds, const char *v, int64_t vs, int64_t n) { \
         for (int64_t i = 0; i < n; i++)                                                     \
             *(T *)(d + i * ds) = add_##name(*(T *)(d + i * ds), *(const T *)(v + i * vs));  \
+    }                                                                                       \
+    static void add_scatter_##name(char *d, int64_t ds, const char *v, int64_t vs,          \
+                                   const char *ib, int64_t ibs, int64_t n, int64_t m) {     \
+        for (int64_t j = 0; j < m; j++) {                                                   \
+            T *q = (T *)(d + index_at(ib, ibs, j, n) * ds);                                 \
+            *q = add_##name(*q, *(const T *)(v + j * vs));                                  \
+        }                                                                                   \
     }                                                                                       \
     static int64_t count_run_##name(const char *p, int64_t n, int64_t bs) {                 \
         int64_t c = 0;                                                                      \
@@ -109,11 +125,23 @@ typedef int64_t (*find_fn)(const char *p, int64_t lo, int64_t hi, int64_t bs, in
 ALL_TYPES(DEFINE_INDEX_KERNELS)
 
 #define ENTRY_ADD(name, code, ...) [code] = add_run_##name,
+#define ENTRY_ADD_SCATTER(name, code, ...) [code] = add_scatter_##name,
 #define ENTRY_COUNT(name, code, ...) [code] = count_run_##name,
 #define ENTRY_FIND(name, code, ...) [code] = find_run_##name,
 static const add_fn add_kernels[EMBER_NUM_DTYPES] = {ALL_TYPES(ENTRY_ADD)};
+static const add_scatter_fn add_scatter_kernels[EMBER_NUM_DTYPES] = {ALL_TYPES(ENTRY_ADD_SCATTER)};
 static const count_fn count_kernels[EMBER_NUM_DTYPES] = {ALL_TYPES(ENTRY_COUNT)};
 static const find_fn find_kernels[EMBER_NUM_DTYPES] = {ALL_TYPES(ENTRY_FIND)};
+
+/* Runs BODY with U a type of isz bytes (the kernels below only move bytes around). */
+#define FOR_ITEMSIZE(isz, BODY)                              \
+    switch (isz) {                                           \
+    case 1: { typedef uint8_t U; BODY; } break;              \
+    case 2: { typedef uint16_t U; BODY; } break;             \
+    case 4: { typedef uint32_t U; BODY; } break;             \
+    case 8: { typedef uint64_t U; BODY; } break;             \
+    default: { typedef double _Complex U; BODY; } break;     \
+    }
 
 /* Copies n elements of isz bytes between byte-strided runs. */
 static void copy_run(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, int64_t isz) {
@@ -121,16 +149,22 @@ static void copy_run(char *d, int64_t ds, const char *s, int64_t ss, int64_t n, 
         memcpy(d, s, (size_t)(n * isz));
         return;
     }
-#define COPY_AS(U) \
-    for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, sizeof(U))
-    switch (isz) {
-    case 1: COPY_AS(uint8_t); break;
-    case 2: COPY_AS(uint16_t); break;
-    case 4: COPY_AS(uint32_t); break;
-    case 8: COPY_AS(uint64_t); break;
-    default: COPY_AS(double _Complex); break;
-    }
-#undef COPY_AS
+    FOR_ITEMSIZE(isz, for (int64_t i = 0; i < n; i++) memcpy(d + i * ds, s + i * ss, sizeof(U)))
+}
+
+/* One element per index (inner == 1), so the loop is over indices, not over rows:
+ *   gather:  d[j * ds] = s[idx[j] * ss] for j in [j0, j1);
+ *   scatter: d[idx[j] * ds] = s[j * ss] for j in [0, m), in order (the last write wins). */
+static void gather_elems(char *d, int64_t ds, const char *s, int64_t ss, const char *ib, int64_t ibs,
+                         int64_t n, int64_t j0, int64_t j1, int64_t isz) {
+    FOR_ITEMSIZE(isz, for (int64_t j = j0; j < j1; j++)
+                          memcpy(d + j * ds, s + index_at(ib, ibs, j, n) * ss, sizeof(U)))
+}
+
+static void scatter_elems(char *d, int64_t ds, const char *s, int64_t ss, const char *ib, int64_t ibs,
+                          int64_t n, int64_t m, int64_t isz) {
+    FOR_ITEMSIZE(isz, for (int64_t j = 0; j < m; j++)
+                          memcpy(d + index_at(ib, ibs, j, n) * ds, s + j * ss, sizeof(U)))
 }
 
 /* ---- take / put ------------------------------------------------------------------------ */
@@ -144,11 +178,6 @@ static int indices_ok(const ember_tensor *idx, int64_t n) {
         if (k < -n || k >= n) return 0;
     }
     return 1;
-}
-
-static inline int64_t index_at(const char *p, int64_t bs, int64_t j, int64_t n) {
-    int64_t k = *(const int64_t *)(p + j * bs);
-    return k < 0 ? k + n : k;
 }
 
 /* (a, m, c) and (a, n, c) 3-d views that agree on a and c, with a 1-d int64 index of m. */
@@ -173,6 +202,15 @@ int ember_cpu_take(const ember_tensor *out, const ember_tensor *x, const ember_t
     char *ob = ember_base(out);
     int64_t ibs = idx->strides[0] * 8;
 
+    if (inner == 1) {   /* gathering single elements: blocks of indices per task */
+        int64_t nb = (m + ROW_BLOCK - 1) / ROW_BLOCK;
+#pragma omp parallel for if (outer * m >= EMBER_PARALLEL_GRAIN && outer * nb > 1) schedule(static)
+        for (int64_t t = 0; t < outer * nb; t++) {
+            int64_t o = t / nb, j0 = (t % nb) * ROW_BLOCK;
+            gather_elems(ob + o * os0, os1, xb + o * xs0, xs1, ib, ibs, n, j0, min64(m, j0 + ROW_BLOCK), isz);
+        }
+        return EMBER_OK;
+    }
     /* a task copies `jb` consecutive indices' rows, or one chunk of one long row */
     int64_t jb = inner >= ROW_BLOCK ? 1 : min64(m, ROW_BLOCK / inner);
     int64_t nj = (m + jb - 1) / jb;
@@ -206,6 +244,16 @@ int ember_cpu_put(const ember_tensor *dst, const ember_tensor *idx, const ember_
     int64_t ibs = idx->strides[0] * 8;
     add_fn add = add_kernels[dst->dtype];
 
+    if (inner == 1) {   /* single elements: a task owns an outer index, indices in order */
+#pragma omp parallel for if (outer * m >= EMBER_PARALLEL_GRAIN && outer > 1) schedule(static)
+        for (int64_t o = 0; o < outer; o++) {
+            if (accumulate)
+                add_scatter_kernels[dst->dtype](db + o * ds0, ds1, vb + o * vs0, vs1, ib, ibs, n, m);
+            else
+                scatter_elems(db + o * ds0, ds1, vb + o * vs0, vs1, ib, ibs, n, m, isz);
+        }
+        return EMBER_OK;
+    }
     /* a task owns (outer index, inner chunk) and runs through all indices in order */
     int64_t nic = outer >= 64 ? 1 : (inner + INNER_CHUNK - 1) / INNER_CHUNK;
     int64_t ic = (inner + nic - 1) / nic;

@@ -8,9 +8,9 @@
  * stride and merged where they are contiguous.  Then one of two drivers runs:
  *
  *   reduce_generic  every output element reduces its own block: pairwise over the rows of the
- *                   block and, inside a row, pairwise over leaves of LEAF elements summed with
- *                   LANES independent accumulators.  A contiguous row is pattern (a) (the leaf
- *                   vectorizes), anything else pattern (c).
+ *                   block and, inside a row, pairwise over leaves of LEAF elements, each leaf
+ *                   summed in many independent lanes.  A contiguous row is pattern (a) (the leaf
+ *                   is explicitly vectorized), anything else pattern (c).
  *   reduce_cols     pattern (b): the reduced dims are strided but some output dim has unit
  *                   stride in x (sum over axis 0 of a C-contiguous matrix).  Whole rows of
  *                   outputs are accumulated at once, again pairwise over the reduced index.
@@ -21,11 +21,14 @@
  *
  * The per-dtype code (leaves, pairwise recursions, loads and stores) is instantiated from
  * DEFINE_RKERNEL for each op x dtype; the drivers are ordinary functions that reach it through
- * an `rkernel` table of function pointers (one indirect call per output element or per task).
+ * an `rkernel` table of function pointers (one indirect call per block of outputs or per task).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <omp.h>
+#if defined(__AVX512F__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "common.h"
 #include "ember_cpu.h"
@@ -233,6 +236,7 @@ typedef struct {
     size_t asize;   /* sizeof the accumulator */
     /* reduce units [lo, hi) of the block at xb (rows if nrows > 1, else elements) into *acc */
     void (*part)(const rplan *pl, const char *xb, int64_t lo, int64_t hi, void *acc);
+    void (*outs)(const rplan *pl, int64_t o0, int64_t o1);   /* outputs [o0, o1) in full     */
     void (*init)(void *acc, int64_t n);                       /* acc[0..n) = identity        */
     void (*comb)(void *a, const void *b, int64_t n);          /* a[i] = a[i] (op) b[i]       */
     void (*store)(char *o, int64_t os, const void *acc, int64_t n);   /* o[i * os] = acc[i]  */
@@ -242,9 +246,29 @@ typedef struct {
                  void *tmp, int64_t tile);
 } rkernel;
 
+/* float16 -> float32 with integer operations and selects only, so that GCC vectorizes the loops
+ * it appears in (the _Float16 conversion in common.h stays scalar in GCC 12).  Exact for every
+ * input: normal numbers rebias the exponent, Inf/NaN get the all-ones exponent, zeros and
+ * subnormals are renormalized by one float subtraction (2^-14 * (1 + m/1024) - 2^-14). */
+static inline float f16_to_f32(ember_f16 h) {
+    uint32_t o = (uint32_t)(h & 0x7fff) << 13, exp = o & 0x0f800000u;
+    o += (uint32_t)(127 - 15) << 23;
+    o += exp == 0x0f800000u ? (uint32_t)(128 - 16) << 23 : 0u;
+    uint32_t od = o + (1u << 23);
+    float f, fd;
+    memcpy(&f, &o, 4);
+    memcpy(&fd, &od, 4);
+    f = exp == 0 ? fd - 0x1p-14f : f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= (uint32_t)(h & 0x8000) << 16;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 /* Loads turn a stored element into an accumulator (A), stores go back (OT: the output dtype). */
 #define LD_CAST(A, v) ((A)(v))
-#define LD_F16(A, v) ember_f16_to_f32(v)
+#define LD_F16(A, v) f16_to_f32(v)
 #define LD_BF16(A, v) ember_bf16_to_f32(v)
 #define ST_CAST(OT, a) ((OT)(a))
 #define ST_F16(OT, a) ember_f32_to_f16(a)
@@ -255,43 +279,155 @@ typedef struct {
 #define OP_MUL(a, v) ((a) * (v))
 #define OP_MAX(a, v) (((v) > (a) || (v) != (v)) ? (v) : (a))
 #define OP_MIN(a, v) (((v) < (a) || (v) != (v)) ? (v) : (a))
-/* The contiguous leaf's max/min lanes ignore NaN (these compile to a single vmaxps/vminps) and
- * keep any NaN they meet in separate lanes instead (TRACK_NAN), merged in at the end: GCC does
- * not vectorize the NaN-sticky form when the lanes are unrolled. */
-#define LANE_MAX(a, v) ((v) > (a) ? (v) : (a))
-#define LANE_MIN(a, v) ((v) < (a) ? (v) : (a))
 #define OP_OR(a, v) ((a) | (v))
 #define OP_AND(a, v) ((a) & (v))
 
-/* The contiguous leaf keeps LANES independent accumulators: the loop over j vectorizes and the
- * lanes are added pairwise at the end, so each lane sums only LEAF / LANES elements in order.
- * The loops over lanes are unrolled before vectorization (UNROLL): without it GCC keeps the
- * accumulator array in memory and every iteration goes through a store and a reload. */
-#define LANES_OF(A) (sizeof(A) >= 8 ? 32 : 64)
+/*
+ * Contiguous leaves.  Real dtypes use GCC vector extensions: four independent 64-byte vector
+ * accumulators of A (64 float lanes, 32 double lanes, ...), so a float32 leaf of LEAF elements
+ * adds only 16 elements per lane in order before the lanes are combined pairwise.  (Plain loops
+ * over an array of lanes are not reliably vectorized by GCC 12: NaN-sticky selects, float16
+ * loads and narrow integers all came out scalar.)  Complex dtypes keep an unrolled array of
+ * scalar lanes (LEAF_LANES).
+ *
+ * Vector loads (VLD_*) read VL = 64 / sizeof(A) elements of T and convert them to a vector of A.
+ */
+#define VBYTES 64
 #define UNROLL _Pragma("GCC unroll 64")
 
-#define DEFINE_RKERNEL(NAME, T, A, OT, LD, ST, INIT, ACC, LANE, TRACK_NAN)                                        \
+#define VLD_CAST(vA, T, p)                                                                 \
+    ({                                                                                     \
+        typedef T vT_ __attribute__((vector_size(VBYTES / sizeof((vA){}[0]) * sizeof(T)))); \
+        vT_ t_;                                                                            \
+        memcpy(&t_, (p), sizeof t_);                                                       \
+        __builtin_convertvector(t_, vA);                                                   \
+    })
+#define VLD_BF16(vA, T, p)                                                                 \
+    ({                                                                                     \
+        typedef uint16_t vT_ __attribute__((vector_size(VBYTES / 2)));                     \
+        typedef uint32_t vU_ __attribute__((vector_size(VBYTES)));                         \
+        vT_ t_;                                                                            \
+        memcpy(&t_, (p), sizeof t_);                                                       \
+        (vA)(__builtin_convertvector(t_, vU_) << 16);                                      \
+    })
+#define VLD_F16(vA, T, p)      \
+    ({                         \
+        v16sf r_;              \
+        load16_f16((p), &r_);  \
+        r_;                    \
+    })
+
+typedef float v16sf __attribute__((vector_size(64)));
+
+/* 16 float16 -> float32.  GCC 12 does not vectorize _Float16 conversions: use F16C. */
+static inline void load16_f16(const ember_f16 *p, v16sf *out) {
+    v16sf r;
+#if defined(__AVX512F__)
+    __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    memcpy(&r, &v, sizeof r);
+#elif defined(__F16C__)
+    __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
+    memcpy(&r, &lo, 32);
+    memcpy((char *)&r + 32, &hi, 32);
+#else
+    for (int j = 0; j < 16; j++) r[j] = f16_to_f32(p[j]);
+#endif
+    *out = r;   /* (not returned: a 64-byte vector return value has an ABI GCC warns about) */
+}
+
+/* Vector ops.  VMAX/VMIN are the NaN-sticky OP_MAX/OP_MIN as a bitwise select: C has no ?: on
+ * vectors, and a comparison yields a vector of 0 / -1 integers of the lanes' width. */
+#define VADD(a, v) ((a) + (v))
+#define VMUL(a, v) ((a) * (v))
+#define VOR(a, v) ((a) | (v))
+#define VAND(a, v) ((a) & (v))
+#define VSEL(a, v, m) ((__typeof__(a))(((__typeof__(m))(v) & (m)) | ((__typeof__(m))(a) & ~(m))))
+#define VMAX(a, v) VSEL(a, v, ((v) > (a)) | ((v) != (v)))
+#define VMIN(a, v) VSEL(a, v, ((v) < (a)) | ((v) != (v)))
+
+#define LEAF_VEC(NAME, T, A, LD, INIT, ACC, VLD, VOP)                                            \
     static A NAME##_leaf_contig(const T *p, int64_t n) {                                         \
-        enum { L = LANES_OF(A) };                                                                \
-        A acc[L], nan[L];                                                                        \
-        UNROLL for (int j = 0; j < L; j++) acc[j] = nan[j] = INIT;                               \
+        typedef A vA __attribute__((vector_size(VBYTES)));                                       \
+        enum { VL = VBYTES / sizeof(A) };                                                        \
+        vA a0, a1, a2, a3;                                                                       \
+        for (int j = 0; j < VL; j++) a0[j] = INIT;                                               \
+        a1 = a2 = a3 = a0;                                                                       \
+        int64_t i = 0;                                                                           \
+        for (; i + 4 * VL <= n; i += 4 * VL) {                                                   \
+            a0 = VOP(a0, VLD(vA, T, p + i));                                                     \
+            a1 = VOP(a1, VLD(vA, T, p + i + VL));                                                \
+            a2 = VOP(a2, VLD(vA, T, p + i + 2 * VL));                                            \
+            a3 = VOP(a3, VLD(vA, T, p + i + 3 * VL));                                            \
+        }                                                                                        \
+        for (; i + VL <= n; i += VL) a1 = VOP(a1, VLD(vA, T, p + i)); /* short rows */          \
+        a0 = VOP(VOP(a0, a1), VOP(a2, a3));                                                      \
+        A lanes[VL];                                                                             \
+        memcpy(lanes, &a0, sizeof lanes);                                                        \
+        for (int w = VL / 2; w > 0; w /= 2)                                                      \
+            for (int j = 0; j < w; j++) lanes[j] = ACC(lanes[j], lanes[j + w]);                  \
+        A r = lanes[0];                                                                          \
+        for (; i < n; i++) r = ACC(r, LD(A, p[i]));                                              \
+        return r;                                                                                \
+    }
+
+/* any/all: the lanes are 0 / -1 masks as wide as T (M), from a vector test; OR / AND them and
+ * return 0 or 1.  INIT is 0 (any) or 1 (all). */
+#define VNZ(vM, T, p)                                                                       \
+    ({                                                                                      \
+        typedef T vT_ __attribute__((vector_size(VBYTES)));                                 \
+        vT_ t_;                                                                             \
+        memcpy(&t_, (p), sizeof t_);                                                        \
+        (vM)(t_ != 0);                                                                      \
+    })
+#define VNZ_HALF(vM, T, p)                                                                  \
+    ({                                                                                      \
+        vM t_;                                                                              \
+        memcpy(&t_, (p), sizeof t_);                                                        \
+        (vM)((t_ & 0x7fff) != 0);                                                           \
+    })
+
+#define LEAF_TRUTH(NAME, T, A, LD, INIT, ACC, VLD, VOP, M)                                       \
+    static A NAME##_leaf_contig(const T *p, int64_t n) {                                         \
+        typedef M vM __attribute__((vector_size(VBYTES)));                                       \
+        enum { VL = VBYTES / sizeof(M) };                                                        \
+        vM a0, a1;                                                                               \
+        for (int j = 0; j < VL; j++) a0[j] = (M)-(INIT);                                         \
+        a1 = a0;                                                                                 \
+        int64_t i = 0;                                                                           \
+        for (; i + 2 * VL <= n; i += 2 * VL) {                                                   \
+            a0 = VOP(a0, VLD(vM, T, p + i));                                                     \
+            a1 = VOP(a1, VLD(vM, T, p + i + VL));                                                \
+        }                                                                                        \
+        for (; i + VL <= n; i += VL) a1 = VOP(a1, VLD(vM, T, p + i));                            \
+        a0 = VOP(a0, a1);                                                                        \
+        A r = INIT;                                                                              \
+        for (int j = 0; j < VL; j++) r = ACC(r, (A)(a0[j] != 0));                                \
+        for (; i < n; i++) r = ACC(r, LD(A, p[i]));                                              \
+        return r;                                                                                \
+    }
+
+/* complex: an unrolled array of scalar lanes, which GCC keeps in registers */
+#define LEAF_LANES(NAME, T, A, LD, INIT, ACC, VLD, VOP)                                          \
+    static A NAME##_leaf_contig(const T *p, int64_t n) {                                         \
+        enum { L = 16 };                                                                         \
+        A acc[L];                                                                                \
+        UNROLL for (int j = 0; j < L; j++) acc[j] = INIT;                                        \
         int64_t i = 0;                                                                           \
         for (; i + L <= n; i += L) {                                                             \
-            UNROLL for (int j = 0; j < L; j++) {                                                 \
-                A v = LD(A, p[i + j]);                                                           \
-                acc[j] = LANE(acc[j], v);                                                        \
-                if (TRACK_NAN) nan[j] = v != v ? v : nan[j];                                     \
-            }                                                                                    \
+            UNROLL for (int j = 0; j < L; j++) acc[j] = ACC(acc[j], LD(A, p[i + j]));           \
         }                                                                                        \
         UNROLL for (int w = L / 2; w > 0; w /= 2) {                                              \
             UNROLL for (int j = 0; j < w; j++) acc[j] = ACC(acc[j], acc[j + w]);                 \
         }                                                                                        \
         A r = acc[0];                                                                            \
-        if (TRACK_NAN)                                                                           \
-            for (int j = 0; j < L; j++) r = ACC(r, nan[j]);                                      \
         for (; i < n; i++) r = ACC(r, LD(A, p[i]));                                              \
         return r;                                                                                \
-    }                                                                                            \
+    }
+
+/* LEAFDEF(...) defines NAME##_leaf_contig; the rest is common to every op x dtype. */
+#define DEFINE_RKERNEL(NAME, T, A, OT, LD, ST, INIT, ACC, LEAFDEF)                               \
+    LEAFDEF                                                                                      \
     static A NAME##_leaf_strided(const char *p, int64_t n, int64_t bs) {                         \
         A acc[8];                                                                                \
         UNROLL for (int j = 0; j < 8; j++) acc[j] = INIT;                                        \
@@ -337,6 +473,15 @@ typedef struct {
         *(A *)acc = pl->nrows > 1 ? NAME##_rows(pl, xb, lo, hi)                                  \
                                   : NAME##_run(xb + lo * pl->rowstride, hi - lo, pl->rowstride); \
     }                                                                                            \
+    /* outputs [o0, o1), each over its whole block (typed, so short rows cost no indirect calls) */ \
+    static void NAME##_outs(const rplan *pl, int64_t o0, int64_t o1) {                           \
+        for (int64_t o = o0; o < o1; o++) {                                                      \
+            const char *xb = pl->xbase + dims_offset(pl->nout, pl->oshape, pl->oxs, o);          \
+            A r = pl->nrows > 1 ? NAME##_rows(pl, xb, 0, pl->nrows)                              \
+                                : NAME##_run(xb, pl->rowlen, pl->rowstride);                     \
+            *(OT *)(pl->obase + dims_offset(pl->nout, pl->oshape, pl->oos, o)) = ST(OT, r);      \
+        }                                                                                        \
+    }                                                                                            \
     static void NAME##_init(void *acc, int64_t n) {                                              \
         for (int64_t i = 0; i < n; i++) ((A *)acc)[i] = INIT;                                    \
     }                                                                                            \
@@ -348,12 +493,24 @@ typedef struct {
     static void NAME##_store(char *o, int64_t os, const void *acc, int64_t n) {                  \
         for (int64_t i = 0; i < n; i++) *(OT *)(o + i * os) = ST(OT, ((const A *)acc)[i]);       \
     }                                                                                            \
-    /* reduce_cols leaf: acc[0..w) = reduction of up to COL_LEAF rows, one whole row at a   \
-     * time (acc stays in L1; the loop over c vectorizes with no reduction in it) */             \
+    /* reduce_cols leaf: acc[0..w) = reduction of up to COL_LEAF rows, whole rows at a time    \
+     * (acc stays in L1; the loops over c vectorize with no reduction in them).  Four rows are   \
+     * combined pairwise before they meet acc, which quarters the loads and stores of acc. */    \
     static void NAME##_cols_leaf(const rplan *pl, const char *xb, int64_t r0, int64_t r1,         \
                                  int64_t w, A *restrict acc) {                                   \
         for (int64_t c = 0; c < w; c++) acc[c] = INIT;                                           \
-        for (int64_t r = r0; r < r1; r++) {                                                      \
+        int64_t r = r0;                                                                          \
+        for (; r + 4 <= r1; r += 4) {                                                            \
+            const T *restrict p0 = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r)); \
+            const T *restrict p1 = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r + 1)); \
+            const T *restrict p2 = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r + 2)); \
+            const T *restrict p3 = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r + 3)); \
+            for (int64_t c = 0; c < w; c++) {                                                    \
+                A a = ACC(LD(A, p0[c]), LD(A, p1[c])), b = ACC(LD(A, p2[c]), LD(A, p3[c]));      \
+                acc[c] = ACC(acc[c], ACC(a, b));                                                 \
+            }                                                                                    \
+        }                                                                                        \
+        for (; r < r1; r++) {                                                                    \
             const T *restrict p = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r)); \
             for (int64_t c = 0; c < w; c++) acc[c] = ACC(acc[c], LD(A, p[c]));                   \
         }                                                                                        \
@@ -370,80 +527,74 @@ typedef struct {
         NAME##_cols(pl, xb, m, r1, w, tmp, tmp + tile, tile);                                    \
         for (int64_t c = 0; c < w; c++) acc[c] = ACC(acc[c], tmp[c]);                            \
     }                                                                                            \
-    static const rkernel NAME##_kernel = {sizeof(A),        NAME##_part, NAME##_init,             \
-                                          NAME##_comb,      NAME##_store, NAME##_cols};
+    static const rkernel NAME##_kernel = {sizeof(A),   NAME##_part, NAME##_outs, NAME##_init,     \
+                                          NAME##_comb, NAME##_store, NAME##_cols};
 
-/* sum and prod: X(name, code, storage, accumulator, load, store).  Integers accumulate in an
- * unsigned type (wrapping, no undefined behaviour) at least as wide as int, so that products
- * of narrow types are not promoted to signed int; the final store truncates modulo 2^bits. */
-#define SUM_TYPES(X)                                                                    \
-    X(i8, EMBER_INT8, int8_t, uint32_t, LD_CAST, ST_CAST)                               \
-    X(i16, EMBER_INT16, int16_t, uint32_t, LD_CAST, ST_CAST)                            \
-    X(i32, EMBER_INT32, int32_t, uint32_t, LD_CAST, ST_CAST)                            \
-    X(i64, EMBER_INT64, int64_t, uint64_t, LD_CAST, ST_CAST)                            \
-    X(u8, EMBER_UINT8, uint8_t, uint32_t, LD_CAST, ST_CAST)                             \
-    X(f16, EMBER_FLOAT16, ember_f16, float, LD_F16, ST_F16)                             \
-    X(bf16, EMBER_BFLOAT16, ember_bf16, float, LD_BF16, ST_BF16)                        \
-    X(f32, EMBER_FLOAT32, float, float, LD_CAST, ST_CAST)                               \
-    X(f64, EMBER_FLOAT64, double, double, LD_CAST, ST_CAST)                             \
-    X(c64, EMBER_COMPLEX64, float _Complex, float _Complex, LD_CAST, ST_CAST)           \
-    X(c128, EMBER_COMPLEX128, double _Complex, double _Complex, LD_CAST, ST_CAST)
+/* sum and prod: X(name, code, storage, sum accumulator, prod accumulator, load, store, leaf,
+ * vector load).  Integers accumulate in unsigned types (wrapping, no undefined behaviour); the
+ * final store truncates modulo 2^bits, so a sum may use T's own width, but a product of two
+ * uint16 would be promoted to (signed) int and overflow, hence uint32 for int16 products. */
+#define SUM_TYPES(X)                                                                                    \
+    X(i8, EMBER_INT8, int8_t, uint8_t, uint8_t, LD_CAST, ST_CAST, LEAF_VEC, VLD_CAST)                   \
+    X(i16, EMBER_INT16, int16_t, uint16_t, uint32_t, LD_CAST, ST_CAST, LEAF_VEC, VLD_CAST)              \
+    X(i32, EMBER_INT32, int32_t, uint32_t, uint32_t, LD_CAST, ST_CAST, LEAF_VEC, VLD_CAST)              \
+    X(i64, EMBER_INT64, int64_t, uint64_t, uint64_t, LD_CAST, ST_CAST, LEAF_VEC, VLD_CAST)              \
+    X(u8, EMBER_UINT8, uint8_t, uint8_t, uint8_t, LD_CAST, ST_CAST, LEAF_VEC, VLD_CAST)                 \
+    X(f16, EMBER_FLOAT16, ember_f16, float, float, LD_F16, ST_F16, LEAF_VEC, VLD_F16)                   \
+    X(bf16, EMBER_BFLOAT16, ember_bf16, float, float, LD_BF16, ST_BF16, LEAF_VEC, VLD_BF16)             \
+    X(f32, EMBER_FLOAT32, float, float, float, LD_CAST, ST_CAST, LEAF_VEC, VLD_CAST)                    \
+    X(f64, EMBER_FLOAT64, double, double, double, LD_CAST, ST_CAST, LEAF_VEC, VLD_CAST)                 \
+    X(c64, EMBER_COMPLEX64, float _Complex, float _Complex, float _Complex, LD_CAST, ST_CAST, LEAF_LANES, -) \
+    X(c128, EMBER_COMPLEX128, double _Complex, double _Complex, double _Complex, LD_CAST, ST_CAST, LEAF_LANES, -)
 
-/* max, min, argmax, argmin: X(name, code, storage, compare type, load, store, lowest, highest) */
-#define ORD_TYPES(X)                                                                    \
-    X(b, EMBER_BOOL, uint8_t, uint8_t, LD_CAST, ST_CAST, 0, 1)                          \
-    X(i8, EMBER_INT8, int8_t, int8_t, LD_CAST, ST_CAST, INT8_MIN, INT8_MAX)             \
-    X(i16, EMBER_INT16, int16_t, int16_t, LD_CAST, ST_CAST, INT16_MIN, INT16_MAX)       \
-    X(i32, EMBER_INT32, int32_t, int32_t, LD_CAST, ST_CAST, INT32_MIN, INT32_MAX)       \
-    X(i64, EMBER_INT64, int64_t, int64_t, LD_CAST, ST_CAST, INT64_MIN, INT64_MAX)       \
-    X(u8, EMBER_UINT8, uint8_t, uint8_t, LD_CAST, ST_CAST, 0, UINT8_MAX)                \
-    X(f16, EMBER_FLOAT16, ember_f16, float, LD_F16, ST_F16, -INFINITY, INFINITY)        \
-    X(bf16, EMBER_BFLOAT16, ember_bf16, float, LD_BF16, ST_BF16, -INFINITY, INFINITY)   \
-    X(f32, EMBER_FLOAT32, float, float, LD_CAST, ST_CAST, -INFINITY, INFINITY)          \
-    X(f64, EMBER_FLOAT64, double, double, LD_CAST, ST_CAST, -INFINITY, INFINITY)
+/* max, min, argmax, argmin: X(name, code, storage, compare type, load, store, lowest, highest,
+ * vector load) */
+#define ORD_TYPES(X)                                                                              \
+    X(b, EMBER_BOOL, uint8_t, uint8_t, LD_CAST, ST_CAST, 0, 1, VLD_CAST)                          \
+    X(i8, EMBER_INT8, int8_t, int8_t, LD_CAST, ST_CAST, INT8_MIN, INT8_MAX, VLD_CAST)             \
+    X(i16, EMBER_INT16, int16_t, int16_t, LD_CAST, ST_CAST, INT16_MIN, INT16_MAX, VLD_CAST)       \
+    X(i32, EMBER_INT32, int32_t, int32_t, LD_CAST, ST_CAST, INT32_MIN, INT32_MAX, VLD_CAST)       \
+    X(i64, EMBER_INT64, int64_t, int64_t, LD_CAST, ST_CAST, INT64_MIN, INT64_MAX, VLD_CAST)       \
+    X(u8, EMBER_UINT8, uint8_t, uint8_t, LD_CAST, ST_CAST, 0, UINT8_MAX, VLD_CAST)                \
+    X(f16, EMBER_FLOAT16, ember_f16, float, LD_F16, ST_F16, -INFINITY, INFINITY, VLD_F16)         \
+    X(bf16, EMBER_BFLOAT16, ember_bf16, float, LD_BF16, ST_BF16, -INFINITY, INFINITY, VLD_BF16)   \
+    X(f32, EMBER_FLOAT32, float, float, LD_CAST, ST_CAST, -INFINITY, INFINITY, VLD_CAST)          \
+    X(f64, EMBER_FLOAT64, double, double, LD_CAST, ST_CAST, -INFINITY, INFINITY, VLD_CAST)
 
-/* any and all, over every dtype: X(name, code, storage, nonzero test).  NaN is truthy. */
-#define NZ_PLAIN(v) ((v) != 0)
-#define NZ_HALF(v) (((v) & 0x7fff) != 0)   /* f16 and bf16: any bit but the sign */
-#define TRUTH_TYPES(X)                                \
-    X(b, EMBER_BOOL, uint8_t, NZ_PLAIN)               \
-    X(i8, EMBER_INT8, int8_t, NZ_PLAIN)               \
-    X(i16, EMBER_INT16, int16_t, NZ_PLAIN)            \
-    X(i32, EMBER_INT32, int32_t, NZ_PLAIN)            \
-    X(i64, EMBER_INT64, int64_t, NZ_PLAIN)            \
-    X(u8, EMBER_UINT8, uint8_t, NZ_PLAIN)             \
-    X(f16, EMBER_FLOAT16, ember_f16, NZ_HALF)         \
-    X(bf16, EMBER_BFLOAT16, ember_bf16, NZ_HALF)      \
-    X(f32, EMBER_FLOAT32, float, NZ_PLAIN)            \
-    X(f64, EMBER_FLOAT64, double, NZ_PLAIN)           \
-    X(c64, EMBER_COMPLEX64, float _Complex, NZ_PLAIN) \
-    X(c128, EMBER_COMPLEX128, double _Complex, NZ_PLAIN)
+/* any and all, over every dtype: X(name, code, storage, load as 0/1, leaf, mask type, vector
+ * test).  NaN is truthy; float16/bfloat16 test every bit but the sign. */
+#define LD_NZ(A, v) ((uint8_t)((v) != 0))
+#define LD_NZ_HALF(A, v) ((uint8_t)(((v) & 0x7fff) != 0))
+#define TRUTH_TYPES(X)                                                              \
+    X(b, EMBER_BOOL, uint8_t, LD_NZ, LEAF_TRUTH, int8_t, VNZ)                       \
+    X(i8, EMBER_INT8, int8_t, LD_NZ, LEAF_TRUTH, int8_t, VNZ)                       \
+    X(i16, EMBER_INT16, int16_t, LD_NZ, LEAF_TRUTH, int16_t, VNZ)                   \
+    X(i32, EMBER_INT32, int32_t, LD_NZ, LEAF_TRUTH, int32_t, VNZ)                   \
+    X(i64, EMBER_INT64, int64_t, LD_NZ, LEAF_TRUTH, int64_t, VNZ)                   \
+    X(u8, EMBER_UINT8, uint8_t, LD_NZ, LEAF_TRUTH, int8_t, VNZ)                     \
+    X(f16, EMBER_FLOAT16, ember_f16, LD_NZ_HALF, LEAF_TRUTH, int16_t, VNZ_HALF)     \
+    X(bf16, EMBER_BFLOAT16, ember_bf16, LD_NZ_HALF, LEAF_TRUTH, int16_t, VNZ_HALF)  \
+    X(f32, EMBER_FLOAT32, float, LD_NZ, LEAF_TRUTH, int32_t, VNZ)                   \
+    X(f64, EMBER_FLOAT64, double, LD_NZ, LEAF_TRUTH, int64_t, VNZ)                  \
+    X(c64, EMBER_COMPLEX64, float _Complex, LD_NZ, LEAF_LANES_T, -, -)              \
+    X(c128, EMBER_COMPLEX128, double _Complex, LD_NZ, LEAF_LANES_T, -, -)
 
-#define DEF_SUM(name, code, T, A, LD, ST) DEFINE_RKERNEL(sum_##name, T, A, T, LD, ST, 0, OP_ADD, OP_ADD, 0)
-#define DEF_PROD(name, code, T, A, LD, ST) DEFINE_RKERNEL(prod_##name, T, A, T, LD, ST, 1, OP_MUL, OP_MUL, 0)
-#define DEF_MAX(name, code, T, A, LD, ST, LO, HI) \
-    DEFINE_RKERNEL(max_##name, T, A, T, LD, ST, LO, OP_MAX, LANE_MAX, 1)
-#define DEF_MIN(name, code, T, A, LD, ST, LO, HI) \
-    DEFINE_RKERNEL(min_##name, T, A, T, LD, ST, HI, OP_MIN, LANE_MIN, 1)
-/* any/all load 0 or 1 into a byte and OR / AND them; the output is bool */
-#define DEF_TRUTH(name, code, T, NZ)                                  \
-    DEFINE_RKERNEL(any_##name, T, uint8_t, uint8_t, LD_##name##_NZ, ST_CAST, 0, OP_OR, OP_OR, 0) \
-    DEFINE_RKERNEL(all_##name, T, uint8_t, uint8_t, LD_##name##_NZ, ST_CAST, 1, OP_AND, OP_AND, 0)
-
-#define DEF_NZ_LOAD(name, code, T, NZ) static inline uint8_t nzload_##name(T v) { return (uint8_t)NZ(v); }
-TRUTH_TYPES(DEF_NZ_LOAD)
-#define LD_b_NZ(A, v) nzload_b(v)
-#define LD_i8_NZ(A, v) nzload_i8(v)
-#define LD_i16_NZ(A, v) nzload_i16(v)
-#define LD_i32_NZ(A, v) nzload_i32(v)
-#define LD_i64_NZ(A, v) nzload_i64(v)
-#define LD_u8_NZ(A, v) nzload_u8(v)
-#define LD_f16_NZ(A, v) nzload_f16(v)
-#define LD_bf16_NZ(A, v) nzload_bf16(v)
-#define LD_f32_NZ(A, v) nzload_f32(v)
-#define LD_f64_NZ(A, v) nzload_f64(v)
-#define LD_c64_NZ(A, v) nzload_c64(v)
-#define LD_c128_NZ(A, v) nzload_c128(v)
+#define DEF_SUM(name, code, T, SA, PA, LD, ST, LEAFK, VLD) \
+    DEFINE_RKERNEL(sum_##name, T, SA, T, LD, ST, 0, OP_ADD, LEAFK(sum_##name, T, SA, LD, 0, OP_ADD, VLD, VADD))
+#define DEF_PROD(name, code, T, SA, PA, LD, ST, LEAFK, VLD) \
+    DEFINE_RKERNEL(prod_##name, T, PA, T, LD, ST, 1, OP_MUL, LEAFK(prod_##name, T, PA, LD, 1, OP_MUL, VLD, VMUL))
+#define DEF_MAX(name, code, T, A, LD, ST, LO, HI, VLD) \
+    DEFINE_RKERNEL(max_##name, T, A, T, LD, ST, LO, OP_MAX, LEAF_VEC(max_##name, T, A, LD, LO, OP_MAX, VLD, VMAX))
+#define DEF_MIN(name, code, T, A, LD, ST, LO, HI, VLD) \
+    DEFINE_RKERNEL(min_##name, T, A, T, LD, ST, HI, OP_MIN, LEAF_VEC(min_##name, T, A, LD, HI, OP_MIN, VLD, VMIN))
+/* any/all load 0 or 1 into a byte and OR / AND them; the output is bool.  (Complex has no
+ * vector leaf: LEAF_LANES_T drops the mask-type argument.) */
+#define LEAF_LANES_T(NAME, T, A, LD, INIT, ACC, VLD, VOP, M) LEAF_LANES(NAME, T, A, LD, INIT, ACC, VLD, VOP)
+#define DEF_TRUTH(name, code, T, LD, LEAFK, M, VT)                                                  \
+    DEFINE_RKERNEL(any_##name, T, uint8_t, uint8_t, LD, ST_CAST, 0, OP_OR,                          \
+                   LEAFK(any_##name, T, uint8_t, LD, 0, OP_OR, VT, VOR, M))                          \
+    DEFINE_RKERNEL(all_##name, T, uint8_t, uint8_t, LD, ST_CAST, 1, OP_AND,                         \
+                   LEAFK(all_##name, T, uint8_t, LD, 1, OP_AND, VT, VAND, M))
 
 SUM_TYPES(DEF_SUM)
 SUM_TYPES(DEF_PROD)
@@ -490,13 +641,11 @@ static int reduce_generic(const rkernel *k, const rplan *pl) {
     int nch = pl->nouter >= MAX_CHUNKS ? 1 : pw_chunks(pl->nred_total, units, leaf);
     int parallel = pl->nouter * pl->nred_total >= EMBER_PARALLEL_GRAIN;
 
-    if (nch == 1) {   /* one output per task */
-#pragma omp parallel for if (parallel && pl->nouter > 1) schedule(static)
-        for (int64_t o = 0; o < pl->nouter; o++) {
-            accbox acc;
-            k->part(pl, pl->xbase + dims_offset(pl->nout, pl->oshape, pl->oxs, o), 0, units, &acc);
-            k->store(pl->obase + dims_offset(pl->nout, pl->oshape, pl->oos, o), 0, &acc, 1);
-        }
+    if (nch == 1) {   /* whole outputs per task, in blocks */
+        int64_t nblocks = parallel ? min64(pl->nouter, 64 * (int64_t)omp_get_max_threads()) : 1;
+#pragma omp parallel for if (nblocks > 1) schedule(static)
+        for (int64_t b = 0; b < nblocks; b++)
+            k->outs(pl, pl->nouter * b / nblocks, pl->nouter * (b + 1) / nblocks);
         return EMBER_OK;
     }
     /* few, large outputs: the top subtrees of each one's pairwise tree run in parallel */
@@ -616,8 +765,34 @@ typedef struct {
     int (*beats)(const void *a, const void *b);
 } akernel;
 
-#define DEFINE_AKERNEL(NAME, T, A, LD, BETTER)                                                 \
+/* A contiguous run is scanned a LEAF-sized block at a time with the vectorized max/min leaf
+ * (EXTREME): a NaN block is searched for its first NaN; otherwise only the first block that holds
+ * the (strictly) best value so far is remembered, and searched for it at the end. */
+#define DEFINE_AKERNEL(NAME, T, A, LD, BETTER, EXTREME)                                        \
+    static int64_t NAME##_contig(const T *p, int64_t lo, int64_t hi, A *val) {                 \
+        A best = LD(A, p[lo]);                                                                 \
+        int64_t bb = lo;                                                                       \
+        for (int64_t b = lo; b < hi; b += LEAF) {                                              \
+            A m = EXTREME(p + b, hi - b < LEAF ? hi - b : LEAF);                               \
+            if (m != m) {                                                                      \
+                for (int64_t i = b;; i++)                                                      \
+                    if (LD(A, p[i]) != LD(A, p[i])) {                                          \
+                        *val = LD(A, p[i]);                                                    \
+                        return i;                                                              \
+                    }                                                                          \
+            }                                                                                  \
+            if (BETTER(m, best)) {                                                             \
+                best = m;                                                                      \
+                bb = b;                                                                        \
+            }                                                                                  \
+        }                                                                                      \
+        *val = best;                                                                           \
+        for (int64_t i = bb; i < hi; i++)                                                      \
+            if (LD(A, p[i]) == best) return i;                                                 \
+        return bb; /* not reached */                                                           \
+    }                                                                                          \
     static int64_t NAME##_scan(const char *p, int64_t lo, int64_t hi, int64_t bs, void *val) { \
+        if (bs == (int64_t)sizeof(T)) return NAME##_contig((const T *)p, lo, hi, val);         \
         A best = LD(A, *(const T *)(p + lo * bs));                                             \
         int64_t bi = lo;                                                                       \
         if (best == best)                                                                      \
@@ -643,8 +818,10 @@ typedef struct {
 
 #define BETTER_GT(v, best) ((v) > (best))
 #define BETTER_LT(v, best) ((v) < (best))
-#define DEF_ARGMAX(name, code, T, A, LD, ST, LO, HI) DEFINE_AKERNEL(argmax_##name, T, A, LD, BETTER_GT)
-#define DEF_ARGMIN(name, code, T, A, LD, ST, LO, HI) DEFINE_AKERNEL(argmin_##name, T, A, LD, BETTER_LT)
+#define DEF_ARGMAX(name, code, T, A, LD, ST, LO, HI, VLD) \
+    DEFINE_AKERNEL(argmax_##name, T, A, LD, BETTER_GT, max_##name##_leaf_contig)
+#define DEF_ARGMIN(name, code, T, A, LD, ST, LO, HI, VLD) \
+    DEFINE_AKERNEL(argmin_##name, T, A, LD, BETTER_LT, min_##name##_leaf_contig)
 ORD_TYPES(DEF_ARGMAX)
 ORD_TYPES(DEF_ARGMIN)
 #define ENTRY_ARGMAX(name, code, ...) [code] = &argmax_##name##_akernel,
@@ -716,8 +893,8 @@ typedef void (*scan_fn)(const char *x, int64_t xs, char *o, int64_t os, int64_t 
             *(T *)(o + i * os) = ST(T, acc);                                        \
         }                                                                           \
     }
-#define DEF_CUMSUM(name, code, T, A, LD, ST) DEFINE_SCAN(cumsum_##name, T, A, LD, ST, 0, OP_ADD)
-#define DEF_CUMPROD(name, code, T, A, LD, ST) DEFINE_SCAN(cumprod_##name, T, A, LD, ST, 1, OP_MUL)
+#define DEF_CUMSUM(name, code, T, SA, PA, LD, ST, ...) DEFINE_SCAN(cumsum_##name, T, SA, LD, ST, 0, OP_ADD)
+#define DEF_CUMPROD(name, code, T, SA, PA, LD, ST, ...) DEFINE_SCAN(cumprod_##name, T, PA, LD, ST, 1, OP_MUL)
 SUM_TYPES(DEF_CUMSUM)
 SUM_TYPES(DEF_CUMPROD)
 #define ENTRY_CUMSUM(name, code, ...) [code] = cumsum_##name,

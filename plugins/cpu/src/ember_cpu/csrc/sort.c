@@ -7,9 +7,8 @@
  *   - floats: flip all bits of negatives and the sign bit of positives; -0.0 becomes +0.0 (they
  *     compare equal, so the stable sort keeps them in input order) and every NaN becomes the
  *     largest key (NaNs sort last, in input order, as numpy does).
- * Sorting is then an LSD radix sort of (key, payload) pairs -- stable by construction, one pass
- * per key byte, passes skipped where all keys share the byte -- with insertion sort for short
- * rows.  The payload is the element's index (argsort) or its raw bits (sort, so NaN payloads
+ * Sorting is then a radix sort of (key, payload) pairs -- stable by construction; see
+ * DEFINE_RADIX -- with insertion sort for short rows.  The payload is the element's index (argsort) or its raw bits (sort, so NaN payloads
  * and the sign of zero come through untouched).
  *
  * Descending order sorts the complemented key: NaNs first, then the largest values, and equal
@@ -134,48 +133,83 @@ static const search_fn search_kernels[EMBER_NUM_DTYPES] = {SORT_TYPES(ENTRY_SEAR
 
 /* ---- radix sort ------------------------------------------------------------------------- */
 
-/* Sorts n (key, payload) pairs in (k, p) stably by key, with (k2, p2) as scratch of the same
- * size.  Returns 0 if the result is in (k, p), 1 if in (k2, p2). */
+/*
+ * Stable radix sort of (key, payload) pairs, result always back in (k, p); (k2, p2) is scratch of
+ * the same size.  Small inputs: insertion sort.  Inputs that fit in L2: LSD, one counting pass per
+ * key byte, bytes on which all keys agree skipped.  Larger inputs: one MSD pass on the most
+ * significant byte that varies, then each bucket recursively.  Why not LSD throughout: a pass
+ * scatters into 256 buckets x 2 arrays far apart in memory, and once those span more pages than
+ * the TLB holds, each write costs a page walk (measured 4-10x slower on this VM); after one MSD
+ * pass the buckets are small and their LSD passes stay in cache.
+ */
+#define LSD_MAX 32768   /* elements an LSD sort handles in cache */
+
 #define DEFINE_RADIX(NAME, K, P)                                                        \
-    static int NAME(K *k, P *p, K *k2, P *p2, int64_t n) {                              \
-        if (n <= INSERTION_MAX) {                                                       \
-            for (int64_t i = 1; i < n; i++) {                                           \
-                K kk = k[i];                                                            \
-                P pp = p[i];                                                            \
-                int64_t j = i;                                                          \
-                for (; j > 0 && k[j - 1] > kk; j--) {                                   \
-                    k[j] = k[j - 1];                                                    \
-                    p[j] = p[j - 1];                                                    \
-                }                                                                       \
-                k[j] = kk;                                                              \
-                p[j] = pp;                                                              \
+    static void NAME##_insertion(K *k, P *p, int64_t n) {                               \
+        for (int64_t i = 1; i < n; i++) {                                               \
+            K kk = k[i];                                                                \
+            P pp = p[i];                                                                \
+            int64_t j = i;                                                              \
+            for (; j > 0 && k[j - 1] > kk; j--) {                                       \
+                k[j] = k[j - 1];                                                        \
+                p[j] = p[j - 1];                                                        \
             }                                                                           \
-            return 0;                                                                   \
+            k[j] = kk;                                                                  \
+            p[j] = pp;                                                                  \
         }                                                                               \
-        enum { NB = sizeof(K) };                                                        \
-        int64_t count[NB][256];                                                         \
+    }                                                                                   \
+    /* one stable counting pass by byte b of (sk, sp) into (dk, dp); count[] = histogram */ \
+    static void NAME##_pass(const K *sk, const P *sp, K *dk, P *dp, int64_t n, int b,    \
+                            int64_t *count) {                                           \
+        int64_t pos = 0;                                                                \
+        for (int d = 0; d < 256; d++) {                                                 \
+            int64_t c = count[d];                                                       \
+            count[d] = pos;                                                             \
+            pos += c;                                                                   \
+        }                                                                               \
+        for (int64_t i = 0; i < n; i++) {                                               \
+            int64_t at = count[(sk[i] >> (8 * b)) & 255]++;                             \
+            dk[at] = sk[i];                                                             \
+            dp[at] = sp[i];                                                             \
+        }                                                                               \
+    }                                                                                   \
+    /* sorts by key bytes [0, nbytes) (the higher bytes are equal across the input) */  \
+    static void NAME(K *k, P *p, K *k2, P *p2, int64_t n, int nbytes) {                 \
+        if (n <= INSERTION_MAX) {                                                       \
+            NAME##_insertion(k, p, n);                                                  \
+            return;                                                                     \
+        }                                                                               \
+        int64_t count[sizeof(K)][256];                                                  \
         memset(count, 0, sizeof count);                                                 \
         for (int64_t i = 0; i < n; i++)                                                 \
-            for (int b = 0; b < NB; b++) count[b][(k[i] >> (8 * b)) & 255]++;           \
-        int swapped = 0;                                                                \
-        for (int b = 0; b < NB; b++) {                                                  \
-            if (count[b][(k[0] >> (8 * b)) & 255] == n) continue; /* one bucket: skip */ \
-            int64_t pos = 0;                                                            \
-            for (int d = 0; d < 256; d++) {                                             \
-                int64_t c = count[b][d];                                                \
-                count[b][d] = pos;                                                      \
-                pos += c;                                                               \
+            for (int b = 0; b < nbytes; b++) count[b][(k[i] >> (8 * b)) & 255]++;       \
+        int top = nbytes - 1; /* most significant byte that varies */                   \
+        while (top >= 0 && count[top][(k[0] >> (8 * top)) & 255] == n) top--;           \
+        if (top < 0) return; /* all keys equal */                                       \
+        if (n <= LSD_MAX) {                                                             \
+            K *sk = k, *dk = k2;                                                        \
+            P *sp = p, *dp = p2;                                                        \
+            for (int b = 0; b <= top; b++) {                                            \
+                if (count[b][(k[0] >> (8 * b)) & 255] == n) continue;                   \
+                NAME##_pass(sk, sp, dk, dp, n, b, count[b]);                            \
+                K *tk = sk; sk = dk; dk = tk;                                           \
+                P *tp = sp; sp = dp; dp = tp;                                           \
             }                                                                           \
-            for (int64_t i = 0; i < n; i++) {                                           \
-                int64_t at = count[b][(k[i] >> (8 * b)) & 255]++;                       \
-                k2[at] = k[i];                                                          \
-                p2[at] = p[i];                                                          \
+            if (sk != k) {                                                              \
+                memcpy(k, sk, (size_t)n * sizeof(K));                                   \
+                memcpy(p, sp, (size_t)n * sizeof(P));                                   \
             }                                                                           \
-            K *tk = k; k = k2; k2 = tk;                                                 \
-            P *tp = p; p = p2; p2 = tp;                                                 \
-            swapped ^= 1;                                                               \
+            return;                                                                     \
         }                                                                               \
-        return swapped;                                                                 \
+        int64_t start[257];                                                             \
+        start[0] = 0;                                                                   \
+        for (int d = 0; d < 256; d++) start[d + 1] = start[d] + count[top][d];          \
+        NAME##_pass(k, p, k2, p2, n, top, count[top]);                                  \
+        for (int d = 0; d < 256; d++)                                                   \
+            NAME(k2 + start[d], p2 + start[d], k + start[d], p + start[d],              \
+                 start[d + 1] - start[d], top);                                         \
+        memcpy(k, k2, (size_t)n * sizeof(K));                                           \
+        memcpy(p, p2, (size_t)n * sizeof(P));                                           \
     }
 
 DEFINE_RADIX(radix_u8_idx, uint8_t, int64_t)
@@ -188,16 +222,16 @@ DEFINE_RADIX(radix_u32_bits, uint32_t, uint32_t)
 DEFINE_RADIX(radix_u64_bits, uint64_t, uint64_t)
 
 /* Dispatches on the key width w (bytes); the payload is int64 indices or w-byte raw bits. */
-static int radix_sort(int w, int bits, void *k, void *p, void *k2, void *p2, int64_t n) {
+static void radix_sort(int w, int bits, void *k, void *p, void *k2, void *p2, int64_t n) {
     switch (w * 2 + bits) {
-    case 2: return radix_u8_idx(k, p, k2, p2, n);
-    case 4: return radix_u16_idx(k, p, k2, p2, n);
-    case 8: return radix_u32_idx(k, p, k2, p2, n);
-    case 16: return radix_u64_idx(k, p, k2, p2, n);
-    case 3: return radix_u8_bits(k, p, k2, p2, n);
-    case 5: return radix_u16_bits(k, p, k2, p2, n);
-    case 9: return radix_u32_bits(k, p, k2, p2, n);
-    default: return radix_u64_bits(k, p, k2, p2, n);
+    case 2: radix_u8_idx(k, p, k2, p2, n, 1); break;
+    case 4: radix_u16_idx(k, p, k2, p2, n, 2); break;
+    case 8: radix_u32_idx(k, p, k2, p2, n, 4); break;
+    case 16: radix_u64_idx(k, p, k2, p2, n, 8); break;
+    case 3: radix_u8_bits(k, p, k2, p2, n, 1); break;
+    case 5: radix_u16_bits(k, p, k2, p2, n, 2); break;
+    case 9: radix_u32_bits(k, p, k2, p2, n, 4); break;
+    default: radix_u64_bits(k, p, k2, p2, n, 8); break;
     }
 }
 
@@ -249,12 +283,11 @@ static void sort_row(const sortplan *sp, int dtype, int want_index, uint64_t fli
         for (int64_t i = 0; i < n; i++) ((int64_t *)p)[i] = i;
     else
         copy_elems(p, w, x, sp->xinner, n, w);
-    int in2 = radix_sort(w, !want_index, k, p, k2, p2, n);
-    const char *res = in2 ? p2 : p;
+    radix_sort(w, !want_index, k, p, k2, p2, n);
     if (want_index)
-        copy_elems(o, sp->oinner, res, 8, n, 8);
+        copy_elems(o, sp->oinner, p, 8, n, 8);
     else
-        copy_elems(o, sp->oinner, res, w, n, w);
+        copy_elems(o, sp->oinner, p, w, n, w);
 }
 
 static int sort_common(const ember_tensor *out, const ember_tensor *x, int descending, int want_index) {
