@@ -3,9 +3,10 @@
 A generator's whole state is ``(seed, offset)``: a draw of n elements reads blocks
 ``offset, offset+1, ...`` of the Philox stream keyed by ``seed`` and advances ``offset`` by the
 blocks it used (ceil(n/4) for uniform float16/bfloat16/float32, ceil(n/2) otherwise).  The
-element-to-block mapping is specified in plugins/cpu/src/ember_cpu/csrc/random.c; every backend
-implementing it produces the same numbers for the same seed, so results do not depend on the
-device, and the CPU fallback of a random op is exact.
+element-to-block mapping is specified at the top of plugins/cpu/src/ember_cpu/csrc/random.c; every
+backend implementing it produces the same uniform and integer bits for the same seed (normal draws
+agree to the last bit of each platform's log/sin/cos), so results do not depend on the device, and
+the CPU fallback of a random op is exact.
 
 The state lives in the core, not in plugins: seeding can never be a silent no-op on a device.
 """

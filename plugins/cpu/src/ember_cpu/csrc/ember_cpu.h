@@ -25,7 +25,7 @@ enum ember_cpu_random_kind { EMBER_CPU_RANDOM_UNIFORM = 0, EMBER_CPU_RANDOM_NORM
 /* ---- memory and threads (runtime.c) ---------------------------------------------------- */
 void *ember_cpu_alloc(int64_t nbytes);           /* 64-byte aligned; NULL when out of memory   */
 void ember_cpu_free(void *ptr);                   /* NULL is a no-op                             */
-/* stats[0] bytes in live allocations, [1] peak of [0], [2] bytes held in the reuse cache,
+/* stats[0] bytes in live allocations (as requested), [1] peak of [0], [2] bytes held in the reuse cache,
  * [3] live allocations.  `ember_cpu_empty_cache` returns cached blocks to the system.          */
 void ember_cpu_memory_stats(int64_t *stats);
 void ember_cpu_empty_cache(void);
@@ -91,10 +91,12 @@ int ember_cpu_searchsorted(const ember_tensor *out, const ember_tensor *x1,
 /* ---- linear algebra (matmul.c) ------------------------------------------------------------ */
 /* out(..., M, N) = a(..., M, K) @ b(..., K, N); the batch dims of a, b and out are equal (the
  * core broadcast them; stride 0 allowed).  Same dtype throughout.  float32/float64/complex go
- * through OpenBLAS; other dtypes through a blocked C loop (float16/bfloat16 in float32). */
+ * through OpenBLAS (EMBER_ERR_UNSUPPORTED when M, N or K exceeds 2^31-1: its sizes are 32-bit);
+ * other dtypes through a blocked C loop (float16/bfloat16 in float32). */
 int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember_tensor *b);
 
-/* ---- random numbers (random.c): Philox4x32-10, the stream is specified in ember_core/random.py */
+/* ---- random numbers (random.c): Philox4x32-10; the stream (a cross-backend contract) is specified
+ * at the top of random.c ------------------------------------------------------------------- */
 /* kind: EMBER_CPU_RANDOM_UNIFORM (a=low, b=high), _NORMAL (a=mean, b=std), _INTEGERS
  * (ilow, ihigh: [ilow, ihigh)).  Fills out (contiguous) as element i of a draw starting at block
  * `offset` of the stream keyed by `seed`. */

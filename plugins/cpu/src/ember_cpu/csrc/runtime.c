@@ -15,7 +15,8 @@
  *     The cache holds at most EMBER_CPU_CACHE_BYTES bytes (default 1 GiB, 0 disables it);
  *     inserting beyond that evicts the least recently cached blocks.
  *   Statistics are kept with atomics; the cache list is guarded by a mutex (only large
- *   allocations, which are rare and expensive anyway, take it).
+ *   allocations, which are rare and expensive anyway, take it).  Live bytes count what callers
+ *   asked for; cached blocks count separately, at their full (rounded-up) capacity.
  *
  * Threads
  *   ONE threading layer: OpenMP.  The elementwise and reduction kernels are OpenMP loops, and
