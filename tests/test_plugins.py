@@ -179,3 +179,17 @@ def test_plugin_declares_and_implements_a_vendor_op(tmp_path):
         assert em.ops.namespace.toyvendor.twice(x).tolist() == [3.0, 3.0, 3.0]
     finally:
         plugins.unregister(backend.name)
+
+
+def test_set_num_threads_reaches_the_backend_and_keeps_results():
+    x = em.random_uniform((1 << 18,), generator=em.random.Generator("cpu", seed=3))
+    try:
+        em.set_num_threads(1)
+        one = em.sum(x).item()
+        em.set_num_threads(2)
+        two = em.sum(x).item()
+    finally:
+        em.set_num_threads(2)
+    assert one == two  # pairwise sums are bit-identical for any thread count
+    with pytest.raises(ValueError):
+        em.set_num_threads(0)

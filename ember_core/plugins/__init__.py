@@ -8,7 +8,6 @@ already taken is recorded as broken with its reason, and every other plugin keep
 
 from __future__ import annotations
 
-import importlib.metadata
 import inspect
 import sys
 import threading
@@ -128,6 +127,8 @@ class PluginManager:
         with self._lock:
             if self._discovered:
                 return
+            import importlib.metadata  # here, not at import: ~15 ms that `import ember_core` need not pay
+
             for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
                 package = ep.dist.name if ep.dist is not None else None
                 if ep.name in self.backends or ep.name in self.broken:
