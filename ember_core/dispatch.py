@@ -11,8 +11,8 @@ in the working directory or at ``$EMBER_CONFIG``::
     exclude = []
     fallback = "warn"
 
-Decisions are cached per (op, device type, dtype, preferences); the caches are dropped whenever
-plugins are (un)registered.
+The configuration is read once per process (on first use).  Decisions are cached per (op, device
+type, dtype, preferences); the caches are dropped whenever plugins are (un)registered.
 """
 
 from __future__ import annotations
@@ -157,7 +157,11 @@ def choose(op: str, device_type: str, dtype: Any, has_composite: bool, fallback_
 
 
 def _clear() -> None:
+    """Forget cached decisions and re-read the configuration (plugins changed, or a test changed
+    the environment).  A context manager's preferences in this thread stay in force."""
     _choices.clear()
+    if _base_prefs and _state.prefs is _base_prefs[0]:
+        _state.prefs = None
     _base_prefs.clear()
 
 

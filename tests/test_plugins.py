@@ -193,3 +193,72 @@ def test_set_num_threads_reaches_the_backend_and_keeps_results():
     assert one == two  # pairwise sums are bit-identical for any thread count
     with pytest.raises(ValueError):
         em.set_num_threads(0)
+
+
+class _FastAdd:
+    """A kernel-only provider for `cpu` (like XNNPACK): owns no device, serves `add` at a higher
+    priority than ember-cpu, and counts its calls."""
+
+    def __init__(self, manifest):
+        self.manifest = manifest
+        self.calls = 0
+
+    @plugins.hookimpl
+    def ember_plugin_info(self):
+        return plugins.PluginInfo(name="fastadd", version="1", abi=(ABI_MAJOR, ABI_MINOR), manifest=self.manifest)
+
+    @plugins.hookimpl
+    def ember_kernels(self, device_type):
+        cpu_add = MANAGER.backends["cpu"].kernels("cpu")["add"]
+
+        def add(out, a, b):
+            self.calls += 1
+            cpu_add(out, a, b)
+
+        return {"add": add} if device_type == "cpu" else {}
+
+
+@pytest.fixture
+def fastadd(tmp_path):
+    manifest = tmp_path / "fastadd.toml"
+    manifest.write_text('[plugin]\npriority = 10\n[kernels.cpu]\nadd = ["float32"]\n')
+    provider = _FastAdd(manifest)
+    plugins.register(provider)
+    yield provider
+    plugins.unregister("fastadd")
+
+
+def test_two_providers_for_one_device_by_priority_and_preference(fastadd, monkeypatch):
+    x = em.ones(4)
+    assert (x + x).tolist() == [2.0] * 4 and fastadd.calls == 1  # priority 10 beats ember-cpu's 0
+    (em.ones(4, dtype=em.float64) + 1.0).tolist()
+    assert fastadd.calls == 1  # it claims float32 only: float64 goes to the next provider
+    with em.providers(exclude=["fastadd"]):
+        x + x
+    assert fastadd.calls == 1
+    with em.providers(prefer=["cpu"]):
+        x + x
+    assert fastadd.calls == 1
+    x + x
+    assert fastadd.calls == 2
+
+
+def test_provider_preference_from_environment_and_config(fastadd, monkeypatch, tmp_path):
+    from ember_core import dispatch
+
+    x = em.ones(4)
+    monkeypatch.setenv("EMBER_PROVIDERS", "cpu")
+    dispatch._clear()
+    x + x
+    assert fastadd.calls == 0
+    monkeypatch.delenv("EMBER_PROVIDERS")
+    config = tmp_path / "ember.toml"
+    config.write_text('[dispatch]\nexclude = ["fastadd"]\nfallback = "error"\n')
+    monkeypatch.setenv("EMBER_CONFIG", str(config))
+    dispatch._clear()
+    x + x
+    assert fastadd.calls == 0 and dispatch.current().fallback == "error"
+    monkeypatch.delenv("EMBER_CONFIG")
+    dispatch._clear()
+    x + x
+    assert fastadd.calls == 1

@@ -16,6 +16,10 @@ A missing required or device hook is an error at registration: the plugin is lis
 native code (cffi, ctypes, a driver) is its own business, but it must report the ember.h ABI it
 was compiled against in ``PluginInfo.abi`` *before* the core calls any of its kernels.
 
+Random numbers: there is no seeding hook on purpose.  Generator state (seed, offset) lives in the
+core (``ember_core.random``), so seeding can never silently do nothing on a device; a backend
+provides the ``random_*`` kernels, which reproduce one documented counter-based stream.
+
 Tensors handed to kernels expose ``.shape``, ``.strides`` (elements), ``.offset`` (elements),
 ``.dtype`` (``.dtype.code`` is the ember.h code), ``.device``, ``.handle`` (the object your
 ``ember_alloc`` returned) and ``.is_contiguous``.  The core has validated them: shapes agree as
