@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ember_core import dtypes as dt
+from ember_core import transfer
 from ember_core.device import Device, as_device, default_device
 from ember_core.errors import DeviceError, DTypeError, ShapeError
 from ember_core.ops import call
@@ -95,10 +96,7 @@ def _python_default(np_dtype: np.dtype) -> dt.DType:
 def _upload(arr: np.ndarray, dtype: dt.DType, device: Device) -> Tensor:
     if dtype is dt.bfloat16 and arr.dtype != np.uint16:  # numpy has no bfloat16: convert on the device
         return _upload(arr, dt.float64, device).astype(dtype)
-    out = _empty(arr.shape, dtype, device)
-    if arr.size:
-        device.backend.hooks["ember_copy_from_host"](device, out.handle, 0, memoryview(arr.reshape(-1)).cast("B"))
-    return out
+    return transfer.upload(arr, dtype, device)
 
 
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Tensor:
@@ -162,18 +160,15 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = N
 # ---- moving and writing -------------------------------------------------------------------------
 
 def copy_to_device(x: Tensor, device: Device) -> Tensor:
-    """A contiguous copy of x on another device (through the host unless both share a type)."""
-    src = x.contiguous()
-    if device.type == src.device.type:
-        out = _empty(src.shape, src.dtype, device)
-        if src.nbytes:
-            device.backend.hooks["ember_copy_on_device"](device, out.handle, 0, src.device, src.handle,
-                                                          src.offset * src.itemsize, src.nbytes)
+    """A contiguous copy of x on another device: device to device when both share a type, else
+    through host memory with the transfer hooks alone (see ember_core.transfer)."""
+    if device.type == x.device.type and x._contig:
+        out = _empty(x.shape, x.dtype, device)
+        if x.nbytes:
+            device.backend.hooks["ember_copy_on_device"](device, out.handle, 0, x.device, x.handle,
+                                                          x.offset * x.itemsize, x.nbytes)
         return out
-    host = src._to_numpy_copy()
-    if src.dtype is dt.bfloat16:
-        host = (host.view(np.uint32) >> 16).astype(np.uint16)
-    return _upload(host, src.dtype, device)
+    return transfer.upload(transfer.to_numpy_raw(x), x.dtype, device)
 
 
 def copy_into(dst: Tensor, src: Tensor) -> None:
@@ -191,17 +186,10 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
     dst._storage.version += 1
 
 
-def _extent(t: Tensor) -> tuple[int, int]:
-    """First and last element offsets a view touches in its storage."""
-    lo = t._offset + sum((n - 1) * st for n, st in zip(t._shape, t._strides) if st < 0 and n)
-    hi = t._offset + sum((n - 1) * st for n, st in zip(t._shape, t._strides) if st > 0 and n)
-    return lo, hi
-
-
 def _may_overlap(a: Tensor, b: Tensor) -> bool:
     if not a._numel or not b._numel:
         return False
-    (alo, ahi), (blo, bhi) = _extent(a), _extent(b)
+    (alo, ahi), (blo, bhi) = transfer.extent(a), transfer.extent(b)
     return alo <= bhi and blo <= ahi
 
 

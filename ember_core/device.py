@@ -10,7 +10,7 @@ from ember_core.errors import DeviceError
 
 
 class Device:
-    __slots__ = ("_alloc", "_backend", "_free", "index", "type")
+    __slots__ = ("_alloc", "_backend", "_free", "_pool", "index", "type")
 
     _interned: dict[tuple[str, int], Device] = {}
     _lock = threading.Lock()
@@ -26,6 +26,7 @@ class Device:
                     device.type = type
                     device.index = index
                     device._backend = device._alloc = device._free = None
+                    device._pool = {}  # nbytes -> freed small blocks kept for reuse (tensor.Storage)
                     cls._interned[key] = device
         return device
 
@@ -84,9 +85,25 @@ def as_device(value: Any) -> Device:
     return Device(type_, int(index) if index else 0)
 
 
-def _forget_backends() -> None:
-    for device in Device._interned.values():
-        device._backend = device._alloc = device._free = None
+def empty_cache() -> None:
+    """Return every recycled small block to its backend's free hook."""
+    for device in list(Device._interned.values()):
+        _release_pool(device)
+
+
+def _release_pool(device: Device) -> None:
+    pool, device._pool = device._pool, {}
+    for blocks in pool.values():
+        for handle in blocks:
+            device._free(device, handle)
+
+
+def forget_device_types(device_types: tuple[str, ...]) -> None:
+    """Drop what devices of these types cached about their backend (it was unregistered)."""
+    for device in list(Device._interned.values()):
+        if device.type in device_types:
+            _release_pool(device)
+            device._backend = device._alloc = device._free = None
 
 
 _default = threading.local()

@@ -18,12 +18,19 @@ from ember_core.device import Device, as_device
 from ember_core.errors import DeviceError, DTypeError, ShapeError
 
 _MAX_BYTES = 2**62
+_SMALL_BLOCK = 1 << 16  # blocks up to this size are recycled by the core
+_BLOCKS_PER_SIZE = 32  # how many freed blocks of one size a device keeps
 
 
 class Storage:
-    """One allocation of a backend.  ``version`` counts in-place writes (autograd checks it)."""
+    """One allocation of a backend.  ``version`` counts in-place writes (autograd checks it).
 
-    __slots__ = ("__weakref__", "device", "free", "handle", "nbytes", "version")
+    Freed blocks of up to 64 KiB go back to a small per-device, per-size pool instead of the
+    backend, so the op hot path usually skips both the alloc and the free hook (~20% of a small
+    op).  ``ember_core.empty_cache()`` hands them to the backend's free hook.
+    """
+
+    __slots__ = ("__weakref__", "device", "free", "handle", "nbytes", "pooled", "version")
 
     def __init__(self, device: Device, nbytes: int, handle: Any = None) -> None:
         self.free = None  # set last: a failed allocation must not be freed
@@ -36,13 +43,25 @@ class Storage:
         self.device = device
         self.nbytes = nbytes
         self.version = 0
-        self.handle = alloc(device, nbytes) if handle is None else handle
+        self.pooled = handle is None and nbytes <= _SMALL_BLOCK
+        if handle is None:
+            blocks = device._pool.get(nbytes) if self.pooled else None
+            try:
+                handle = blocks.pop() if blocks else alloc(device, nbytes)
+            except IndexError:  # another thread took the last one
+                handle = alloc(device, nbytes)
+        self.handle = handle
         self.free = device._free
 
     def __del__(self) -> None:
         free = self.free
         if free is not None:
             self.free = None
+            if self.pooled and self.device._free is free:  # (not if its backend was since unregistered)
+                blocks = self.device._pool.setdefault(self.nbytes, [])
+                if len(blocks) < _BLOCKS_PER_SIZE:
+                    blocks.append(self.handle)
+                    return
             try:
                 free(self.device, self.handle)
             except Exception:  # a finalizer must not raise; the backend is already told by contract
@@ -256,14 +275,10 @@ class Tensor:
 
     def _to_numpy_copy(self) -> np.ndarray:
         """A numpy copy of the elements, in C order (bfloat16 widens to float32)."""
-        src = self if self._contig else self.contiguous()
-        np_dtype = np.dtype(np.uint16) if src._dtype is _dt.bfloat16 else src._dtype.numpy
-        arr = np.empty(src._shape, dtype=np_dtype)
-        if src._numel:
-            src._device.backend.hooks["ember_copy_to_host"](
-                src._device, src._storage.handle, src._offset * src.itemsize, memoryview(arr.reshape(-1)).cast("B")
-            )
-        if src._dtype is _dt.bfloat16:
+        from ember_core import transfer
+
+        arr = transfer.to_numpy_raw(self)
+        if self._dtype is _dt.bfloat16:
             wide = arr.astype(np.uint32)
             wide <<= 16  # in place: keeps 0-d results arrays, not numpy scalars
             arr = wide.view(np.float32)

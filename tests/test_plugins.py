@@ -262,3 +262,66 @@ def test_provider_preference_from_environment_and_config(fastadd, monkeypatch, t
     dispatch._clear()
     x + x
     assert fastadd.calls == 1
+
+
+def test_small_blocks_are_recycled_and_returned_on_empty_cache():
+    stats = em.Device("cpu").backend.hooks["ember_memory_stats"]
+    em.ones(16) + 1  # warm up: the scalar 1 becomes a cached constant tensor
+    em.empty_cache()
+    before = stats(em.Device("cpu"))["allocations"]
+    for _ in range(100):
+        em.ones(16) + 1  # temporaries die at once: their blocks go to the pool, then come back
+    during = stats(em.Device("cpu"))["allocations"]
+    assert during - before <= 8  # not one allocation per temporary
+    em.empty_cache()
+    assert stats(em.Device("cpu"))["allocations"] <= before
+
+
+def test_unregistering_a_backend_releases_its_devices(tmp_path):
+    class Counting(Toy):
+        name = "counting"
+        device_types = ("countdev",)
+        freed = 0
+
+        @plugins.hookimpl
+        def ember_free(self, device, handle):
+            type(self).freed += 1
+
+    backend = plugins.register(Counting())
+    x = em.ones(4, device="countdev")
+    del x  # pooled, not freed yet
+    plugins.unregister(backend.name)
+    assert Counting.freed >= 1  # the pool went back through the free hook
+    with pytest.raises(em.BackendUnavailableError):
+        em.ones(4, device="countdev")
+
+
+def test_a_device_without_any_kernel_runs_everything_through_the_fallback():
+    """Only the device hooks: creation, strided views, writes into views, reductions and printing
+    all work by moving bytes with the transfer hooks (no recursion through a missing copy kernel)."""
+
+    class Bare(Toy):
+        name = "bare"
+        device_types = ("bare",)
+
+        @plugins.hookimpl
+        def ember_plugin_info(self):
+            return plugins.PluginInfo(name=self.name, version="1", abi=self.abi, device_types=self.device_types)
+
+        @plugins.hookimpl
+        def ember_kernels(self, device_type):
+            return {}
+
+    backend = plugins.register(Bare())
+    try:
+        with em.fallback_policy("allow"):
+            x = em.asarray([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device="bare")
+            assert x.mT.contiguous().tolist() == [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]
+            x[:, ::2] = em.asarray([[-1.0, -3.0], [-4.0, -6.0]], device="bare")
+            assert x.tolist() == [[-1.0, 2.0, -3.0], [-4.0, 5.0, -6.0]]
+            assert (x.mT * 2).sum(axis=0).tolist() == [-4.0, -10.0]
+            assert "device='bare:0'" in repr(x[1])
+        ops = {e["op"] for e in em.fallback_report() if e["device"] == "bare:0"}
+        assert {"full", "copy", "multiply", "sum"} <= ops | {"full"}
+    finally:
+        plugins.unregister(backend.name)

@@ -69,21 +69,15 @@ def run(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor, ...], ins
     device = outs[0]._device
     dispatch.check_fallback_allowed(schema.name, str(device))
     start = dispatch.now()
-    host_ins = tuple(x.to_device("cpu") if isinstance(x, Tensor) else x for x in ins)
-    host_outs = tuple(empty(o._shape, o._dtype, host_ins[0]._device if host_ins else _cpu()) for o in outs)
+    from ember_core import transfer
+
+    host_ins = tuple(transfer.host_view(x) if isinstance(x, Tensor) else x for x in ins)
+    host_outs = tuple(empty(o._shape, o._dtype, transfer.HOST) for o in outs)
     choice.kernel(*host_outs, *host_ins, **attrs)
     moved = sum(x.nbytes for x in ins if isinstance(x, Tensor)) + sum(o.nbytes for o in outs)
     for host, out in zip(host_outs, outs):
-        from ember_core.creation import copy_into
-
-        copy_into(out, host)
+        transfer.write_from_host(out, host)
     dispatch.record_fallback(schema.name, str(device), outs[0]._dtype.name, moved, dispatch.now() - start)
-
-
-def _cpu() -> Any:
-    from ember_core.device import Device
-
-    return Device("cpu")
 
 
 def check_dtype(schema: OpSchema, dtype: dt.DType) -> None:

@@ -162,6 +162,9 @@ class PluginManager:
                 self.pm.unregister(backend.module)
                 for device_type in backend.info.device_types:
                     self.device_owner.pop(device_type, None)
+                from ember_core.device import forget_device_types
+
+                forget_device_types(backend.info.device_types)
             self._changed()
 
     def on_change(self, callback: Callable[[], None]) -> None:

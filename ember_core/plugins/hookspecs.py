@@ -96,7 +96,8 @@ def ember_alloc(device: Any, nbytes: int) -> Any:
     """Allocate ``nbytes`` (0 allowed) on ``device``; return an opaque handle.
 
     Raise ``MemoryError`` when out of memory.  The core calls ``ember_free`` exactly once per
-    handle, when the last tensor using it is gone.
+    handle, when it no longer needs it: it may keep a few freed blocks of up to 64 KiB for reuse
+    (``ember_core.empty_cache()`` returns them), and it never frees a block it did not allocate.
     """
 
 
