@@ -34,6 +34,10 @@ def _backends(args: argparse.Namespace) -> int:
     prefs = dispatch.current()
     print(f"\nprovider preference: {list(prefs.prefer) or 'by priority'}; excluded: "
           f"{sorted(prefs.exclude) or 'none'}; fallback policy: {prefs.fallback}")
+    for device_type in sorted(MANAGER.device_owner):
+        ranked = dispatch.ranked_providers(device_type, prefs)
+        order = ", ".join(f"{b.name} ({len(b.manifest.kernels[device_type])} ops)" for b in ranked) or "none"
+        print(f"{device_type} tensors run on, in order: {order}, then composites, then the fallback")
     return 0 if rows and not MANAGER.broken else (1 if not MANAGER.backends else 0)
 
 
