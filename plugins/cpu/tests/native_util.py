@@ -4,7 +4,6 @@ each kernel with numpy without going through the core."""
 from __future__ import annotations
 
 import numpy as np
-
 from ember_cpu._native import ffi, lib
 
 DTYPE_CODES = {

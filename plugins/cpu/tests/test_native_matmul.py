@@ -8,13 +8,12 @@ import contextlib
 
 import numpy as np
 import pytest
-
 from native_util import check, desc, lib
 
 BF16 = "bfloat16"   # uint16 arrays of bfloat16 bits
 FLOATS = [np.float16, BF16, np.float32, np.float64, np.complex64, np.complex128]
 INTS = [np.int8, np.uint8, np.int16, np.int32, np.int64]
-ALL = [np.bool_] + INTS + FLOATS
+ALL = [np.bool_, *INTS, *FLOATS]
 RNG = np.random.default_rng(1234)
 
 
@@ -96,7 +95,7 @@ def matmul(a, b, dtype, out=None) -> np.ndarray:
     a = np.broadcast_to(a, batch + a.shape[-2:])
     b = np.broadcast_to(b, batch + b.shape[-2:])
     if out is None:
-        out = np.full(batch + (a.shape[-2], b.shape[-1]), 7, storage(dtype))   # garbage to overwrite
+        out = np.full((*batch, a.shape[-2], b.shape[-1]), 7, storage(dtype))   # garbage to overwrite
     check(run(out, a, b, dtype))
     return out
 

@@ -8,7 +8,6 @@ import contextlib
 
 import numpy as np
 import pytest
-
 from native_util import check, desc, lib
 
 U64 = np.uint64

@@ -125,7 +125,7 @@ def test_cache_size_from_environment():
         "lib.ember_cpu_memory_stats(s)\n"
         "print(s[2])\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent)] + sys.path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
     for limit, expect in (("0", 0), (str(3 << 20), 2 << 20)):
         env["EMBER_CPU_CACHE_BYTES"] = limit
         out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
