@@ -245,52 +245,15 @@ PRELUDE_TEMPLATE = """\
 #include <complex.h>
 #include <math.h>
 #include <stdint.h>
-#if defined(__F16C__) || defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-#include "common.h"
-#include "ember_cpu_ops.h"
+#include "common.h"   /* the loop types and tables' declarations, the float16 converters */
 
 $simd
-/* The inner-loop types elementwise.c drives (it declares them identically). */
-typedef void (*ember_ew_loop1)(int64_t n, char *out, int64_t so, const char *x, int64_t sx);
-typedef void (*ember_ew_loop2)(int64_t n, char *out, int64_t so, const char *a, int64_t sa,
-                               const char *b, int64_t sb);
-
 /* float16 <-> float32 over short blocks: gcc 12 does not vectorise _Float16 conversions, so the
- * contiguous float16 loops convert EW_BLOCK elements at a time (F16C / AVX-512 when compiled in,
- * the same rounding as the scalar helpers) and run the op on float32 in between. */
+ * contiguous float16 loops convert EW_BLOCK elements at a time (common.h's block converters) and
+ * run the op on float32 in between. */
 #define EW_BLOCK 256
 /* gcc cannot see the intrinsics fill the block buffers */
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-static inline void ew_h2f_block(float *dst, const uint16_t *src, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-#elif defined(__F16C__)
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-#endif
-    for (; i < n; i++) dst[i] = ember_f16_to_f32(src[i]);
-}
-
-static inline void ew_f2h_block(uint16_t *dst, const float *src, int64_t n)
-{
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(dst + i),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#elif defined(__F16C__)
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(dst + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
-    for (; i < n; i++) dst[i] = ember_f32_to_f16(src[i]);
-}
 """
 
 F16_LOAD = "ember_f16_to_f32($v)"
@@ -325,7 +288,7 @@ PRELUDE = _expand(PRELUDE_TEMPLATE, simd=_simd_declarations())
 def _contig_loop(fn: str, src: DType, dst: DType, operands: list[tuple[str, bool]]) -> str:
     """The unit-stride loop `o[i] = fn(operands...)`.  An operand is (name, True) for a pointer
     read at [i], or (name, False) for a scalar already loaded.  float16 operands and results pass
-    through EW_BLOCK-long float buffers (ew_h2f_block / ew_f2h_block) so that the op itself runs
+    through EW_BLOCK-long float buffers (ember_f16_to_f32_block / ember_f32_to_f16_block) so that the op itself runs
     on float32 vectors."""
     vectors = [v for v, is_vector in operands if is_vector]
     operand_names = [v for v, _ in operands]
@@ -344,7 +307,7 @@ def _contig_loop(fn: str, src: DType, dst: DType, operands: list[tuple[str, bool
             args.append(v)
         elif block_in:
             lines.append(f"            float {v}b[EW_BLOCK];")
-            lines.append(f"            ew_h2f_block({v}b, {v} + i0, m);")
+            lines.append(f"            ember_f16_to_f32_block({v}b, {v} + i0, m);")
             args.append(f"{v}b[j]")
         else:
             args.append(_load(src, f"{v}[i0 + j]"))
@@ -352,7 +315,7 @@ def _contig_loop(fn: str, src: DType, dst: DType, operands: list[tuple[str, bool
     if block_out:
         lines.append("            float ob[EW_BLOCK];")
         lines.append(f"            for (int64_t j = 0; j < m; j++) ob[j] = {value};")
-        lines.append("            ew_f2h_block(o + i0, ob, m);")
+        lines.append("            ember_f32_to_f16_block(o + i0, ob, m);")
     else:
         lines.append(f"            for (int64_t j = 0; j < m; j++) o[i0 + j] = {_store(dst, value)};")
     lines.append("        }")
@@ -457,13 +420,6 @@ def _gen_ops(kind: str, ops: dict[str, dict]) -> str:
 BF16_VIA_DOUBLE = ("int32_t", "int64_t", "double", "double _Complex")
 
 COPY_HELPERS = """
-static inline uint16_t ew_store_f16(_Float16 v)
-{
-    uint16_t h;
-    memcpy(&h, &v, 2);
-    return h;
-}
-
 /* double -> bfloat16 rounded once: round to odd into float32, then to nearest even. */
 static inline uint16_t ew_f64_to_bf16(double d)
 {
@@ -484,7 +440,7 @@ def _copy_target(src: DType, dst: DType) -> tuple[str, str]:
     if dst.name == "float16":
         if src.ctype == "float":  # float32 / bfloat16 / float16 sources: the block path
             return "float", F16_STORE
-        return "_Float16", "ew_store_f16($v)"  # one rounding from double / integers
+        return "_Float16", "ember_f16_bits($v)"  # one rounding from double / integers
     if dst.name == "bfloat16":
         if src.ctype in BF16_VIA_DOUBLE:
             return "double", "ew_f64_to_bf16($v)"

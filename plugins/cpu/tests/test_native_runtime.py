@@ -144,3 +144,56 @@ def test_thread_count():
         assert lib.ember_cpu_get_num_threads() == 3
     finally:
         lib.ember_cpu_set_num_threads(old)
+
+
+def test_thread_count_holds_on_every_python_thread():
+    """ember_cpu_set_num_threads is process-wide: kernels called from another Python thread (whose
+    OpenMP default omp_set_num_threads never touched) start no more threads than it allows.
+    Counted as the OS threads that appeared while the kernels ran (OpenMP keeps its workers; an
+    earlier Python thread may still be exiting, so the ids are compared, not the counts)."""
+    if not os.path.isdir("/proc/self/task"):
+        import pytest
+
+        pytest.skip("needs /proc to count threads")
+    script = """
+import os, threading
+import numpy as np
+from native_util import desc, ffi, lib
+
+def kernels():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((512, 512)).astype(np.float32)
+    out = np.empty_like(x)
+    col = np.empty(512, np.float32)
+    count = ffi.new("int64_t *")
+    yield lambda: lib.ember_cpu_binary(lib.EMBER_CPU_BINARY_ADD, desc(out), desc(x), desc(x))
+    yield lambda: lib.ember_cpu_binary(lib.EMBER_CPU_BINARY_ADD, desc(out), desc(x.T), desc(x))
+    yield lambda: lib.ember_cpu_reduce(lib.EMBER_CPU_REDUCE_SUM, desc(col), desc(x), 1)
+    yield lambda: lib.ember_cpu_reduce(lib.EMBER_CPU_REDUCE_SUM, desc(col), desc(x.T), 1)
+    yield lambda: lib.ember_cpu_scan(lib.EMBER_CPU_SCAN_SUM, desc(out), desc(x))
+    yield lambda: lib.ember_cpu_sort(desc(out), desc(x), 0)
+    yield lambda: lib.ember_cpu_count_nonzero(desc(x), count)
+    yield lambda: lib.ember_cpu_matmul(desc(out), desc(x), desc(x))
+    yield lambda: lib.ember_cpu_random(lib.EMBER_CPU_RANDOM_UNIFORM, desc(out), 1, 0, 0.0, 1.0, 0, 0)
+
+def grown(n):
+    lib.ember_cpu_set_num_threads(n)
+    result = []
+    def work():
+        before = set(os.listdir("/proc/self/task"))
+        for k in kernels():
+            assert k() == lib.EMBER_OK
+        result.append(len(set(os.listdir("/proc/self/task")) - before))
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    return result[0]
+
+print(grown(1), grown(2))
+"""
+    env = dict(os.environ, OMP_NUM_THREADS="4",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    one, two = map(int, out.stdout.split())
+    assert one == 0, out.stdout
+    assert two >= 1, out.stdout   # the count is observable: 2 threads do start a worker

@@ -1,44 +1,53 @@
-/* Helpers shared by the ember-cpu kernel files: dtype sizes, half-precision conversions and a
- * strided N-d iterator.  Internal to the plugin; not part of the ABI. */
+/* Helpers shared by the ember-cpu kernel files: descriptor checks, the thread-count rule, dtype
+ * sizes, half-precision conversions, flat-index offsets and a strided N-d iterator.  Internal to
+ * the plugin; not part of the ABI. */
 #ifndef EMBER_CPU_COMMON_H
 #define EMBER_CPU_COMMON_H
 
 #include <complex.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include "ember.h"
+#include "ember_cpu.h"
 
 typedef uint16_t ember_f16;   /* IEEE binary16 bits */
 typedef uint16_t ember_bf16;  /* bfloat16 bits      */
 
 static const int64_t ember_itemsize[EMBER_NUM_DTYPES] = {1, 1, 2, 4, 8, 1, 2, 2, 4, 8, 8, 16};
 
-static inline float ember_bf16_to_f32(ember_bf16 h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+static inline int64_t ember_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t ember_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* ---- descriptors ----------------------------------------------------------------------------- */
+
+/* EMBER_OK (0, so `if (ember_check_desc(t) || ...)` rejects) when every kernel can read t: the
+ * core built it for this ABI (struct_size covers the fields we read; a newer minor only appends),
+ * dtype and ndim are in range, no extent is negative and a non-empty tensor has data.  The core
+ * never passes anything else; checking anyway turns a core bug into a status, not a crash. */
+static inline ember_status ember_check_desc(const ember_tensor *t) {
+    if (!t || t->struct_size < sizeof(ember_tensor) || t->dtype < 0 || t->dtype >= EMBER_NUM_DTYPES ||
+        t->ndim < 0 || t->ndim > EMBER_MAX_NDIM)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0) return EMBER_ERR_INVALID_ARGUMENT;
+        n *= t->shape[d];
+    }
+    return n == 0 || t->data ? EMBER_OK : EMBER_ERR_INVALID_ARGUMENT;
 }
 
-static inline ember_bf16 ember_f32_to_bf16(float f) {   /* round to nearest even, NaN kept */
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (ember_bf16)((bits >> 16) | 0x40);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (ember_bf16)(bits >> 16);
+/* The first n extents of a and b agree. */
+static inline int ember_same_dims(const ember_tensor *a, const ember_tensor *b, int n) {
+    for (int d = 0; d < n; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
 }
 
-static inline float ember_f16_to_f32(ember_f16 h) {
-    _Float16 v;
-    memcpy(&v, &h, 2);
-    return (float)v;
-}
-
-static inline ember_f16 ember_f32_to_f16(float f) {
-    _Float16 v = (_Float16)f;
-    ember_f16 h;
-    memcpy(&h, &v, 2);
-    return h;
+static inline int ember_same_shape(const ember_tensor *a, const ember_tensor *b) {
+    return a->ndim == b->ndim && ember_same_dims(a, b, a->ndim);
 }
 
 static inline int ember_is_contiguous(const ember_tensor *t) {
@@ -60,6 +69,164 @@ static inline char *ember_base(const ember_tensor *t) {
     return (char *)t->data + t->offset * ember_itemsize[t->dtype];
 }
 
+/* ---- threads ----------------------------------------------------------------------------------- */
+
+/* Below this many elements (or their equivalent in work) a kernel stays on one thread: waking a
+ * second costs more. */
+#define EMBER_PARALLEL_GRAIN 32768
+
+/* The num_threads of every ember parallel region: 1 below EMBER_PARALLEL_GRAIN of work, else the
+ * count ember_cpu_set_num_threads stored, but no more than `tasks`, the independent pieces the
+ * work comes in (a team member with nothing to do still has to be woken).  That count is
+ * process-wide, whereas omp_set_num_threads only sets the default of the OS thread that called
+ * it, and kernels run on whichever Python thread calls them. */
+static inline int ember_threads_for(int64_t work, int64_t tasks) {
+    if (work < EMBER_PARALLEL_GRAIN || tasks < 2) return 1;
+    return (int)ember_min64(ember_cpu_get_num_threads(), tasks);
+}
+
+/* ---- float16 and bfloat16 ---------------------------------------------------------------------- */
+
+static inline float ember_bf16_to_f32(ember_bf16 h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline ember_bf16 ember_f32_to_bf16(float f) {   /* round to nearest even, NaN kept */
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (ember_bf16)((bits >> 16) | 0x40);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (ember_bf16)(bits >> 16);
+}
+
+/* One instruction with F16C, but GCC 12 never vectorizes it: loops use the two below. */
+static inline float ember_f16_to_f32(ember_f16 h) {
+    _Float16 v;
+    memcpy(&v, &h, 2);
+    return (float)v;
+}
+
+/* The bits of a _Float16: a conversion to it from any type rounds once, to nearest even. */
+static inline ember_f16 ember_f16_bits(_Float16 v) {
+    ember_f16 h;
+    memcpy(&h, &v, 2);
+    return h;
+}
+
+static inline ember_f16 ember_f32_to_f16(float f) { return ember_f16_bits((_Float16)f); }
+
+/* float16 -> float32 with integer operations and selects only, so that GCC vectorizes the loops
+ * it appears in.  Exact for every input: normal numbers rebias the exponent, Inf/NaN get the
+ * all-ones exponent, zeros and subnormals are renormalized by one float subtraction
+ * (2^-14 * (1 + m/1024) - 2^-14). */
+static inline float ember_f16_to_f32_int(ember_f16 h) {
+    uint32_t o = (uint32_t)(h & 0x7fff) << 13, exp = o & 0x0f800000u;
+    o += (uint32_t)(127 - 15) << 23;
+    o += exp == 0x0f800000u ? (uint32_t)(128 - 16) << 23 : 0u;
+    uint32_t od = o + (1u << 23);
+    float f, fd;
+    memcpy(&f, &o, 4);
+    memcpy(&fd, &od, 4);
+    f = exp == 0 ? fd - 0x1p-14f : f;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= (uint32_t)(h & 0x8000) << 16;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* 16 float16 -> float32 with the hardware's conversions (AVX-512: one, F16C: two), or the
+ * integer converter without either.  A whole vector of the reductions' leaves; kept free of any
+ * remainder loop so that GCC still inlines those leaves into their callers. */
+static inline void ember_f16x16_to_f32(float *dst, const ember_f16 *src) {
+#if defined(__AVX512F__)
+    _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src)));
+#elif defined(__F16C__)
+    _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)src)));
+    _mm256_storeu_ps(dst + 8, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 8))));
+#else
+    for (int j = 0; j < 16; j++) dst[j] = ember_f16_to_f32_int(src[j]);
+#endif
+}
+
+/* n float16 -> float32 and back, 16 at a time as above and element by element for the rest.
+ * Same results as the scalar conversions. */
+static inline void ember_f16_to_f32_block(float *dst, const ember_f16 *src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) ember_f16x16_to_f32(dst + i, src + i);
+    for (; i < n; i++) dst[i] = ember_f16_to_f32_int(src[i]);
+}
+
+#define EMBER_ROUND_EVEN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+static inline void ember_f32_to_f16_block(ember_f16 *dst, const float *src, int64_t n) {
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), EMBER_ROUND_EVEN));
+#elif defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), EMBER_ROUND_EVEN));
+#endif
+    for (; i < n; i++) dst[i] = ember_f32_to_f16(src[i]);
+}
+
+/* ---- elementwise inner loops: defined in the gen_*.c files, driven by elementwise.c ---------- */
+
+/* One row: n elements, a byte stride per operand. */
+typedef void (*ember_ew_loop1)(int64_t n, char *out, int64_t so, const char *x, int64_t sx);
+typedef void (*ember_ew_loop2)(int64_t n, char *out, int64_t so, const char *a, int64_t sa,
+                               const char *b, int64_t sb);
+
+/* [op][input dtype]: the loop (NULL: unsupported) and the dtype of its result */
+extern const ember_ew_loop1 ember_ew_unary_loops[EMBER_CPU_UNARY_COUNT][EMBER_NUM_DTYPES];
+extern const int8_t ember_ew_unary_result[EMBER_CPU_UNARY_COUNT][EMBER_NUM_DTYPES];
+extern const ember_ew_loop2 ember_ew_binary_loops[EMBER_CPU_BINARY_COUNT][EMBER_NUM_DTYPES];
+extern const int8_t ember_ew_binary_result[EMBER_CPU_BINARY_COUNT][EMBER_NUM_DTYPES];
+extern const ember_ew_loop1 ember_ew_copy_loops[EMBER_NUM_DTYPES][EMBER_NUM_DTYPES]; /* [dst][src] */
+
+/* ---- flat indices -------------------------------------------------------------------------------- */
+
+/* Offset of element `flat` (C order) of an n-d index space with the given strides (in whatever
+ * unit the strides are).  The outermost dim needs no modulo, so a 1-d space costs one multiply. */
+static inline int64_t ember_flat_offset(int n, const int64_t *shape, const int64_t *strides, int64_t flat) {
+    int64_t off = 0;
+    for (int d = n - 1; d > 0; d--) {
+        off += (flat % shape[d]) * strides[d];
+        flat /= shape[d];
+    }
+    return n > 0 ? off + flat * strides[0] : 0;
+}
+
+/* x and an out with x's leading dims, as rows along x's last dim: row r of x starts at byte
+ * ember_flat_offset(nlead, shape, xs, r) from x's base, of out at (..., os, r).  A 0-d x is one
+ * row of one element.  oinner is out's byte stride along its own last dim (scans and sorts,
+ * where out has x's shape). */
+typedef struct {
+    int nlead;
+    int64_t shape[EMBER_MAX_NDIM], xs[EMBER_MAX_NDIM], os[EMBER_MAX_NDIM];
+    int64_t rows, n, xinner, oinner;
+} ember_rows;
+
+static inline void ember_rows_init(ember_rows *r, const ember_tensor *out, const ember_tensor *x) {
+    int64_t xsz = ember_itemsize[x->dtype], osz = ember_itemsize[out->dtype];
+    r->nlead = x->ndim > 0 ? x->ndim - 1 : 0;
+    r->rows = 1;
+    for (int d = 0; d < r->nlead; d++) {
+        r->shape[d] = x->shape[d];
+        r->xs[d] = x->strides[d] * xsz;
+        r->os[d] = out->strides[d] * osz;
+        r->rows *= x->shape[d];
+    }
+    r->n = x->ndim > 0 ? x->shape[x->ndim - 1] : 1;
+    r->xinner = x->ndim > 0 ? x->strides[x->ndim - 1] * xsz : 0;
+    r->oinner = out->ndim > 0 ? out->strides[out->ndim - 1] * osz : 0;
+}
+
 /*
  * Walks the outer dims (all but the last) of up to EMBER_ITER_MAX operands that share `shape`,
  * yielding byte pointers to the start of each innermost row.  Usage:
@@ -69,7 +236,8 @@ static inline char *ember_base(const ember_tensor *t) {
  *     do { ...it.ptr[k] points at row start, it.inner_stride[k] is its byte stride,
  *          it.inner_n is the row length... } while (ember_iter_next(&it));
  *
- * Rows can be split across threads with ember_iter_seek(&it, row_index).
+ * Rows can be split across threads with ember_iter_seek(&it, row_index), or elements with
+ * ember_split below.
  */
 #define EMBER_ITER_MAX 4
 
@@ -127,7 +295,42 @@ static inline int ember_iter_next(ember_iter *it) {
     return 0;
 }
 
-/* Below this many elements a kernel stays on one thread: waking a second costs more. */
-#define EMBER_PARALLEL_GRAIN 32768
+/* The elements of operands sharing a shape, cut into `nparts` C-order ranges of about equal size
+ * (a range may start or end inside a row), one per thread:
+ *
+ *     ember_iter my;
+ *     int64_t col, left = ember_split_seek(&s, part, &my, &col);
+ *     while (left > 0) {
+ *         int64_t len = ember_min64(my.inner_n - col, left);
+ *         ...elements [col, col + len) of the row at my.ptr[k]...
+ *         left -= len;
+ *         col = 0;
+ *         if (left > 0) ember_iter_next(&my);
+ *     }
+ */
+typedef struct {
+    ember_iter it;
+    int64_t total;
+    int nparts;
+} ember_split;
+
+/* nparts is ember_threads_for(total, max_parts) (INT64_MAX: as many as there are threads).
+ * Returns 0 when there are no elements. */
+static inline int ember_split_init(ember_split *s, int ndim, const int64_t *shape, int nops,
+                                   const ember_tensor *const *ops, int64_t max_parts) {
+    s->total = ember_iter_init(&s->it, ndim, shape, nops, ops) ? s->it.rows * s->it.inner_n : 0;
+    s->nparts = ember_threads_for(s->total, max_parts);
+    return s->total > 0;
+}
+
+/* Points `my` at the first element of range p; returns the range's length and the column of
+ * its first element in *col. */
+static inline int64_t ember_split_seek(const ember_split *s, int p, ember_iter *my, int64_t *col) {
+    int64_t a = s->total * p / s->nparts, b = s->total * (p + 1) / s->nparts;
+    *my = s->it;
+    if (a < b) ember_iter_seek(my, a / s->it.inner_n);
+    *col = a % s->it.inner_n;
+    return b - a;
+}
 
 #endif /* EMBER_CPU_COMMON_H */

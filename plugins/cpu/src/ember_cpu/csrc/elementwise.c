@@ -7,15 +7,15 @@
  *   - every operand contiguous: one flat run of numel elements (the loops' vectorised branch);
  *   - otherwise ember_iter walks the rows; a loop call covers one row (its branches specialise
  *     unit strides and stride-0 broadcast operands).
- * Above EMBER_PARALLEL_GRAIN elements the flat index range is split evenly across the OpenMP
- * threads (a split may fall inside a row); below it no parallel region is entered.
+ * Above EMBER_PARALLEL_GRAIN elements the flat index range is split evenly across the threads
+ * (one per started grain, see ew_pieces; a split may fall inside a row); below it no parallel
+ * region is entered.
  * An output of EW_STREAM_BYTES or more (not also an input) whose rows are contiguous is computed
  * in blocks into an L1-resident buffer and copied out with non-temporal stores: it would not
  * stay cached anyway, and skipping the read-for-ownership of its lines saves a quarter of the
  * memory traffic of a binary op.
  * Operands may alias exactly (out == x for in-place ops) but must not partially overlap.
  */
-#include <omp.h>
 #include <stddef.h>
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -23,40 +23,13 @@
 #include "common.h"
 #include "ember_cpu.h"
 
-/* Must match the typedefs codegen.py writes into the gen_*.c files. */
-typedef void (*ember_ew_loop1)(int64_t n, char *out, int64_t so, const char *x, int64_t sx);
-typedef void (*ember_ew_loop2)(int64_t n, char *out, int64_t so, const char *a, int64_t sa,
-                               const char *b, int64_t sb);
-
-extern const ember_ew_loop1 ember_ew_unary_loops[EMBER_CPU_UNARY_COUNT][EMBER_NUM_DTYPES];
-extern const int8_t ember_ew_unary_result[EMBER_CPU_UNARY_COUNT][EMBER_NUM_DTYPES];
-extern const ember_ew_loop2 ember_ew_binary_loops[EMBER_CPU_BINARY_COUNT][EMBER_NUM_DTYPES];
-extern const int8_t ember_ew_binary_result[EMBER_CPU_BINARY_COUNT][EMBER_NUM_DTYPES];
-extern const ember_ew_loop1 ember_ew_copy_loops[EMBER_NUM_DTYPES][EMBER_NUM_DTYPES]; /* [dst][src] */
-
 /* ---- validation --------------------------------------------------------------------------- */
-
-static int ew_valid(const ember_tensor *t)
-{
-    if (!t || t->dtype < 0 || t->dtype >= EMBER_NUM_DTYPES || t->ndim < 0 || t->ndim > EMBER_MAX_NDIM)
-        return 0;
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] < 0) return 0;
-        n *= t->shape[d];
-    }
-    return n == 0 || t->data != NULL;
-}
 
 /* All operands valid and shaped like ops[0]. */
 static int ew_valid_all(int nops, const ember_tensor *const *ops)
 {
-    for (int k = 0; k < nops; k++) {
-        if (!ew_valid(ops[k])) return 0;
-        if (ops[k]->ndim != ops[0]->ndim) return 0;
-        for (int d = 0; d < ops[0]->ndim; d++)
-            if (ops[k]->shape[d] != ops[0]->shape[d]) return 0;
-    }
+    for (int k = 0; k < nops; k++)
+        if (ember_check_desc(ops[k]) || !ember_same_shape(ops[k], ops[0])) return 0;
     return 1;
 }
 
@@ -86,16 +59,9 @@ static inline void ew_call(const ew_kernel *k, int64_t n, char *const *p, const 
     }
 }
 
-/* Threads for `n` elements: 1 at or below the grain (and inside a parallel region), else one per
- * started grain, up to the OpenMP thread count. */
-static int ew_threads(int64_t n)
-{
-    if (n <= EMBER_PARALLEL_GRAIN || omp_in_parallel()) return 1;
-    int64_t nt = omp_get_max_threads();
-    int64_t pieces = (n + EMBER_PARALLEL_GRAIN - 1) / EMBER_PARALLEL_GRAIN;
-    if (nt > pieces) nt = pieces;
-    return nt < 1 ? 1 : (int)nt;
-}
+/* How many pieces n elements make for ember_threads_for: one per started grain, so that no
+ * thread's share of a memory-bound loop is too short to repay its wake-up. */
+static int64_t ew_pieces(int64_t n) { return (n + EMBER_PARALLEL_GRAIN - 1) / EMBER_PARALLEL_GRAIN; }
 
 /* ---- streaming stores -------------------------------------------------------------------- */
 
@@ -185,7 +151,7 @@ static inline void ew_call_maybe_streaming(const ew_kernel *k, int nops, int str
 static void ew_run_flat(const ew_kernel *k, int nops, int64_t n, char *const *p, const int64_t *isz)
 {
     int stream = ew_want_stream(nops, p, n * isz[0], isz[0]);
-    int nt = ew_threads(n);
+    int nt = ember_threads_for(n, ew_pieces(n));
     if (nt <= 1) {
         ew_call_maybe_streaming(k, nops, stream, n, p, isz);
         return;
@@ -196,27 +162,26 @@ static void ew_run_flat(const ew_kernel *k, int nops, int64_t n, char *const *p,
     for (int t = 0; t < nt; t++) {
         int64_t start = (int64_t)t * chunk;
         if (start >= n) continue;
-        int64_t len = n - start < chunk ? n - start : chunk;
+        int64_t len = ember_min64(n - start, chunk);
         char *q[EMBER_ITER_MAX] = {0};
         for (int j = 0; j < nops; j++) q[j] = p[j] + start * isz[j];
         ew_call_maybe_streaming(k, nops, stream, len, q, isz);
     }
 }
 
-/* Elements [start, end) in C order of the iterator's shape, one loop call per (part of a) row. */
-static void ew_run_range(const ew_kernel *k, ember_iter *it, int stream, int64_t start, int64_t end)
+/* Range `part` of the split, one loop call per (part of a) row. */
+static void ew_run_part(const ew_kernel *k, const ember_split *s, int stream, int part)
 {
-    int64_t inner = it->inner_n;
-    int64_t col = start % inner;
-    ember_iter_seek(it, start / inner);
-    while (start < end) {
-        int64_t len = inner - col < end - start ? inner - col : end - start;
+    ember_iter my;
+    int64_t col, left = ember_split_seek(s, part, &my, &col);
+    while (left > 0) {
+        int64_t len = ember_min64(my.inner_n - col, left);
         char *q[EMBER_ITER_MAX] = {0};
-        for (int j = 0; j < it->nops; j++) q[j] = it->ptr[j] + col * it->inner_stride[j];
-        ew_call_maybe_streaming(k, it->nops, stream, len, q, it->inner_stride);
-        start += len;
+        for (int j = 0; j < my.nops; j++) q[j] = my.ptr[j] + col * my.inner_stride[j];
+        ew_call_maybe_streaming(k, my.nops, stream, len, q, my.inner_stride);
+        left -= len;
         col = 0;
-        if (start < end) ember_iter_next(it);
+        if (left > 0) ember_iter_next(&my);
     }
 }
 
@@ -236,21 +201,17 @@ static int ew_run(const ew_kernel *k, int nops, const ember_tensor *const *ops)
         ew_run_flat(k, nops, ember_numel(out), p, isz);
         return EMBER_OK;
     }
-    ember_iter it;
-    if (!ember_iter_init(&it, out->ndim, out->shape, nops, ops)) return EMBER_OK;
-    int64_t total = it.rows * it.inner_n;
+    ember_split s;
+    int64_t total = ember_numel(out);
+    if (!ember_split_init(&s, out->ndim, out->shape, nops, ops, ew_pieces(total))) return EMBER_OK;
     /* rows of a contiguous output (broadcast inputs: x * scalar, x + row) may stream too */
-    int stream = it.inner_stride[0] == osz && ew_want_stream(nops, it.base, total * osz, osz);
-    int nt = ew_threads(total);
-    if (nt <= 1) {
-        ew_run_range(k, &it, stream, 0, total);
+    int stream = s.it.inner_stride[0] == osz && ew_want_stream(nops, s.it.base, total * osz, osz);
+    if (s.nparts <= 1) {
+        ew_run_part(k, &s, stream, 0);
         return EMBER_OK;
     }
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-    for (int t = 0; t < nt; t++) {
-        ember_iter mine = it;
-        ew_run_range(k, &mine, stream, total * t / nt, total * (t + 1) / nt);
-    }
+#pragma omp parallel for num_threads(s.nparts) schedule(static, 1)
+    for (int t = 0; t < s.nparts; t++) ew_run_part(k, &s, stream, t);
     return EMBER_OK;
 }
 
@@ -268,7 +229,7 @@ int ember_cpu_copy(const ember_tensor *dst, const ember_tensor *src)
 
 int ember_cpu_fill(const ember_tensor *dst, double re, double im, int64_t ival)
 {
-    if (!ew_valid(dst)) return EMBER_ERR_INVALID_ARGUMENT;
+    if (ember_check_desc(dst)) return EMBER_ERR_INVALID_ARGUMENT;
     /* A stride-0 source of the widest type of dst's kind, converted by the astype loops (their
      * stride-0 branch converts once and stores the value n times). */
     int64_t ivalue = ival;

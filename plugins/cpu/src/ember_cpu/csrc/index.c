@@ -9,7 +9,6 @@
  * indices the last write wins and accumulation adds in index order.
  */
 #include <stdlib.h>
-#include <omp.h>
 
 #include "common.h"
 #include "ember_cpu.h"
@@ -18,20 +17,6 @@
 #define ROW_BLOCK 4096      /* take: about this many elements of work per task            */
 #define MAX_PARTS 256       /* most ranges count_nonzero / nonzero split their input into  */
 #define POS_BUF 1024        /* nonzero: positions found per call of a dtype kernel         */
-
-static int desc_ok(const ember_tensor *t) {
-    if (t == NULL || t->dtype < 0 || t->dtype >= EMBER_NUM_DTYPES || t->ndim < 0 ||
-        t->ndim > EMBER_MAX_NDIM)
-        return 0;
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] < 0) return 0;
-        n *= t->shape[d];
-    }
-    return n == 0 || t->data != NULL;
-}
-
-static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- per-dtype helpers ------------------------------------------------------------------- */
 
@@ -180,51 +165,84 @@ static int indices_ok(const ember_tensor *idx, int64_t n) {
     return 1;
 }
 
-/* (a, m, c) and (a, n, c) 3-d views that agree on a and c, with a 1-d int64 index of m. */
-static int check_gather(const ember_tensor *small, const ember_tensor *big, const ember_tensor *idx) {
-    if (!desc_ok(small) || !desc_ok(big) || !desc_ok(idx) || small->ndim != 3 || big->ndim != 3 ||
-        idx->ndim != 1 || idx->dtype != EMBER_INT64 || small->dtype != big->dtype ||
+/* A 3-d view: its first element and byte strides. */
+typedef struct {
+    char *base;
+    int64_t s0, s1, s2;
+} view3;
+
+static view3 view3_of(const ember_tensor *t) {
+    int64_t isz = ember_itemsize[t->dtype];
+    return (view3){ember_base(t), t->strides[0] * isz, t->strides[1] * isz, t->strides[2] * isz};
+}
+
+/* Element (o, j, c) of v. */
+static inline char *at3(const view3 *v, int64_t o, int64_t j, int64_t c) {
+    return v->base + o * v->s0 + j * v->s1 + c * v->s2;
+}
+
+/* A take or put: `small` (outer, m, inner) and `big` (outer, n, inner) agree on outer and inner,
+ * and row j of small goes with row idx[j] of big. */
+typedef struct {
+    int64_t outer, n, inner, m, isz;
+    view3 small, big;
+    const char *ib;   /* the index list and its byte stride */
+    int64_t ibs;
+} gather;
+
+/* Checks the operands (every index too, before anything is written) and fills g. */
+static int gather_init(gather *g, const ember_tensor *small, const ember_tensor *big,
+                       const ember_tensor *idx) {
+    if (ember_check_desc(small) || ember_check_desc(big) || ember_check_desc(idx) || small->ndim != 3 ||
+        big->ndim != 3 || idx->ndim != 1 || idx->dtype != EMBER_INT64 || small->dtype != big->dtype ||
         small->shape[0] != big->shape[0] || small->shape[1] != idx->shape[0] ||
         small->shape[2] != big->shape[2])
         return EMBER_ERR_INVALID_ARGUMENT;
-    return indices_ok(idx, big->shape[1]) ? EMBER_OK : EMBER_ERR_INDEX;
+    if (!indices_ok(idx, big->shape[1])) return EMBER_ERR_INDEX;
+    g->outer = big->shape[0];
+    g->n = big->shape[1];
+    g->inner = big->shape[2];
+    g->m = idx->shape[0];
+    g->isz = ember_itemsize[big->dtype];
+    g->small = view3_of(small);
+    g->big = view3_of(big);
+    g->ib = ember_base(idx);
+    g->ibs = idx->strides[0] * 8;
+    return EMBER_OK;
 }
 
+static int gather_empty(const gather *g) { return g->outer == 0 || g->m == 0 || g->inner == 0; }
+
 int ember_cpu_take(const ember_tensor *out, const ember_tensor *x, const ember_tensor *idx) {
-    int st = check_gather(out, x, idx);
-    if (st != EMBER_OK) return st;
-    int64_t outer = x->shape[0], n = x->shape[1], inner = x->shape[2], m = idx->shape[0];
-    if (outer == 0 || m == 0 || inner == 0) return EMBER_OK;
-    int64_t isz = ember_itemsize[x->dtype];
-    int64_t xs0 = x->strides[0] * isz, xs1 = x->strides[1] * isz, xs2 = x->strides[2] * isz;
-    int64_t os0 = out->strides[0] * isz, os1 = out->strides[1] * isz, os2 = out->strides[2] * isz;
-    const char *xb = ember_base(x), *ib = ember_base(idx);
-    char *ob = ember_base(out);
-    int64_t ibs = idx->strides[0] * 8;
+    gather g;
+    int st = gather_init(&g, out, x, idx);
+    if (st != EMBER_OK || gather_empty(&g)) return st;
+    const int64_t outer = g.outer, n = g.n, inner = g.inner, m = g.m, isz = g.isz;
+    const view3 *ov = &g.small, *xv = &g.big;
 
     if (inner == 1) {   /* gathering single elements: blocks of indices per task */
         int64_t nb = (m + ROW_BLOCK - 1) / ROW_BLOCK;
-#pragma omp parallel for if (outer * m >= EMBER_PARALLEL_GRAIN && outer * nb > 1) schedule(static)
+#pragma omp parallel for num_threads(ember_threads_for(outer * m, outer * nb)) schedule(static)
         for (int64_t t = 0; t < outer * nb; t++) {
             int64_t o = t / nb, j0 = (t % nb) * ROW_BLOCK;
-            gather_elems(ob + o * os0, os1, xb + o * xs0, xs1, ib, ibs, n, j0, min64(m, j0 + ROW_BLOCK), isz);
+            gather_elems(at3(ov, o, 0, 0), ov->s1, at3(xv, o, 0, 0), xv->s1, g.ib, g.ibs, n, j0,
+                         ember_min64(m, j0 + ROW_BLOCK), isz);
         }
         return EMBER_OK;
     }
     /* a task copies `jb` consecutive indices' rows, or one chunk of one long row */
-    int64_t jb = inner >= ROW_BLOCK ? 1 : min64(m, ROW_BLOCK / inner);
+    int64_t jb = inner >= ROW_BLOCK ? 1 : ember_min64(m, ROW_BLOCK / inner);
     int64_t nj = (m + jb - 1) / jb;
     int64_t nic = outer * m >= 64 ? 1 : (inner + INNER_CHUNK - 1) / INNER_CHUNK;
     int64_t ic = (inner + nic - 1) / nic;
     int64_t tasks = outer * nj * nic;
-#pragma omp parallel for if (outer * m * inner >= EMBER_PARALLEL_GRAIN && tasks > 1) schedule(static)
+#pragma omp parallel for num_threads(ember_threads_for(outer * m * inner, tasks)) schedule(static)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t c = t % nic, jblk = (t / nic) % nj, o = t / nic / nj;
-        int64_t c0 = c * ic, len = min64(ic, inner - c0);
-        for (int64_t j = jblk * jb; j < min64(m, (jblk + 1) * jb); j++) {
-            int64_t k = index_at(ib, ibs, j, n);
-            copy_run(ob + o * os0 + j * os1 + c0 * os2, os2, xb + o * xs0 + k * xs1 + c0 * xs2, xs2,
-                     len, isz);
+        int64_t c0 = c * ic, len = ember_min64(ic, inner - c0);
+        for (int64_t j = jblk * jb; j < ember_min64(m, (jblk + 1) * jb); j++) {
+            int64_t k = index_at(g.ib, g.ibs, j, n);
+            copy_run(at3(ov, o, j, c0), ov->s2, at3(xv, o, k, c0), xv->s2, len, isz);
         }
     }
     return EMBER_OK;
@@ -232,25 +250,22 @@ int ember_cpu_take(const ember_tensor *out, const ember_tensor *x, const ember_t
 
 int ember_cpu_put(const ember_tensor *dst, const ember_tensor *idx, const ember_tensor *values,
                   int accumulate) {
-    int st = check_gather(values, dst, idx);
-    if (st != EMBER_OK) return st;
-    int64_t outer = dst->shape[0], n = dst->shape[1], inner = dst->shape[2], m = idx->shape[0];
-    if (outer == 0 || m == 0 || inner == 0) return EMBER_OK;
-    int64_t isz = ember_itemsize[dst->dtype];
-    int64_t ds0 = dst->strides[0] * isz, ds1 = dst->strides[1] * isz, ds2 = dst->strides[2] * isz;
-    int64_t vs0 = values->strides[0] * isz, vs1 = values->strides[1] * isz, vs2 = values->strides[2] * isz;
-    const char *vb = ember_base(values), *ib = ember_base(idx);
-    char *db = ember_base(dst);
-    int64_t ibs = idx->strides[0] * 8;
+    gather g;
+    int st = gather_init(&g, values, dst, idx);
+    if (st != EMBER_OK || gather_empty(&g)) return st;
+    const int64_t outer = g.outer, n = g.n, inner = g.inner, m = g.m, isz = g.isz;
+    const view3 *vv = &g.small, *dv = &g.big;
     add_fn add = add_kernels[dst->dtype];
 
     if (inner == 1) {   /* single elements: a task owns an outer index, indices in order */
-#pragma omp parallel for if (outer * m >= EMBER_PARALLEL_GRAIN && outer > 1) schedule(static)
+#pragma omp parallel for num_threads(ember_threads_for(outer * m, outer)) schedule(static)
         for (int64_t o = 0; o < outer; o++) {
+            char *d = at3(dv, o, 0, 0);
+            const char *v = at3(vv, o, 0, 0);
             if (accumulate)
-                add_scatter_kernels[dst->dtype](db + o * ds0, ds1, vb + o * vs0, vs1, ib, ibs, n, m);
+                add_scatter_kernels[dst->dtype](d, dv->s1, v, vv->s1, g.ib, g.ibs, n, m);
             else
-                scatter_elems(db + o * ds0, ds1, vb + o * vs0, vs1, ib, ibs, n, m, isz);
+                scatter_elems(d, dv->s1, v, vv->s1, g.ib, g.ibs, n, m, isz);
         }
         return EMBER_OK;
     }
@@ -258,17 +273,16 @@ int ember_cpu_put(const ember_tensor *dst, const ember_tensor *idx, const ember_
     int64_t nic = outer >= 64 ? 1 : (inner + INNER_CHUNK - 1) / INNER_CHUNK;
     int64_t ic = (inner + nic - 1) / nic;
     int64_t tasks = outer * nic;
-#pragma omp parallel for if (outer * m * inner >= EMBER_PARALLEL_GRAIN && tasks > 1) schedule(static)
+#pragma omp parallel for num_threads(ember_threads_for(outer * m * inner, tasks)) schedule(static)
     for (int64_t t = 0; t < tasks; t++) {
-        int64_t o = t / nic, c0 = (t % nic) * ic, len = min64(ic, inner - c0);
+        int64_t o = t / nic, c0 = (t % nic) * ic, len = ember_min64(ic, inner - c0);
         for (int64_t j = 0; j < m; j++) {
-            int64_t k = index_at(ib, ibs, j, n);
-            char *d = db + o * ds0 + k * ds1 + c0 * ds2;
-            const char *v = vb + o * vs0 + j * vs1 + c0 * vs2;
+            char *d = at3(dv, o, index_at(g.ib, g.ibs, j, n), c0);
+            const char *v = at3(vv, o, j, c0);
             if (accumulate)
-                add(d, ds2, v, vs2, len);
+                add(d, dv->s2, v, vv->s2, len);
             else
-                copy_run(d, ds2, v, vs2, len, isz);
+                copy_run(d, dv->s2, v, vv->s2, len, isz);
         }
     }
     return EMBER_OK;
@@ -276,41 +290,17 @@ int ember_cpu_put(const ember_tensor *dst, const ember_tensor *idx, const ember_
 
 /* ---- count_nonzero / nonzero ------------------------------------------------------------- */
 
-/* The elements of x split into `nparts` C-order ranges of about equal size. */
-typedef struct {
-    ember_iter it;
-    int64_t total;
-    int nparts;
-} split;
-
-static int split_init(split *s, const ember_tensor *x) {
+/* x's elements in ranges, one per thread (at most MAX_PARTS, the size of nonzero's table). */
+static int split_init(ember_split *s, const ember_tensor *x) {
     const ember_tensor *ops[1] = {x};
-    /* ember_iter_init divides by every dim (in its seek): never hand it an empty shape */
-    s->total = ember_numel(x) > 0 && ember_iter_init(&s->it, x->ndim, x->shape, 1, ops)
-                   ? s->it.rows * s->it.inner_n : 0;
-    s->nparts = 1;
-    if (s->total >= EMBER_PARALLEL_GRAIN) {
-        s->nparts = omp_get_max_threads();
-        if (s->nparts > MAX_PARTS) s->nparts = MAX_PARTS;
-    }
-    return s->total > 0;
+    return ember_split_init(s, x->ndim, x->shape, 1, ops, MAX_PARTS);
 }
 
-/* Positions the iterator `my` at the start of part p; returns the part's element count and the
- * column of its first element in *col. */
-static int64_t split_seek(const split *s, int p, ember_iter *my, int64_t *col) {
-    int64_t a = s->total * p / s->nparts, b = s->total * (p + 1) / s->nparts;
-    *my = s->it;
-    if (a < b) ember_iter_seek(my, a / s->it.inner_n);
-    *col = a % s->it.inner_n;
-    return b - a;
-}
-
-static int64_t count_part(const split *s, int p, count_fn f) {
+static int64_t count_part(const ember_split *s, int p, count_fn f) {
     ember_iter my;
-    int64_t col, left = split_seek(s, p, &my, &col), c = 0;
+    int64_t col, left = ember_split_seek(s, p, &my, &col), c = 0;
     while (left > 0) {
-        int64_t len = min64(my.inner_n - col, left);
+        int64_t len = ember_min64(my.inner_n - col, left);
         c += f(my.ptr[0] + col * my.inner_stride[0], len, my.inner_stride[0]);
         left -= len;
         col = 0;
@@ -320,11 +310,11 @@ static int64_t count_part(const split *s, int p, count_fn f) {
 }
 
 int ember_cpu_count_nonzero(const ember_tensor *x, int64_t *count) {
-    if (!desc_ok(x) || count == NULL) return EMBER_ERR_INVALID_ARGUMENT;
-    split s;
+    if (ember_check_desc(x) || count == NULL) return EMBER_ERR_INVALID_ARGUMENT;
+    ember_split s;
     int64_t c = 0;
     if (split_init(&s, x)) {
-#pragma omp parallel for if (s.nparts > 1) num_threads(s.nparts) reduction(+ : c) schedule(static)
+#pragma omp parallel for num_threads(s.nparts) reduction(+ : c) schedule(static)
         for (int p = 0; p < s.nparts; p++) c += count_part(&s, p, count_kernels[x->dtype]);
     }
     *count = c;
@@ -332,16 +322,16 @@ int ember_cpu_count_nonzero(const ember_tensor *x, int64_t *count) {
 }
 
 /* Writes the coordinates of part p's non-zeros into out rows first, first + 1, ... */
-static void nonzero_part(const split *s, int p, find_fn f, int ndim, char *ob, int64_t os0,
+static void nonzero_part(const ember_split *s, int p, find_fn f, int ndim, char *ob, int64_t os0,
                          int64_t os1, int64_t first) {
     ember_iter my;
-    int64_t col, left = split_seek(s, p, &my, &col), row = first;
+    int64_t col, left = ember_split_seek(s, p, &my, &col), row = first;
     int64_t pos[POS_BUF];
     while (left > 0) {
-        int64_t end = min64(my.inner_n, col + left);
+        int64_t end = ember_min64(my.inner_n, col + left);
         left -= end - col;
         for (int64_t lo = col; lo < end; lo += POS_BUF) {
-            int64_t found = f(my.ptr[0], lo, min64(end, lo + POS_BUF), my.inner_stride[0], pos);
+            int64_t found = f(my.ptr[0], lo, ember_min64(end, lo + POS_BUF), my.inner_stride[0], pos);
             for (int64_t i = 0; i < found; i++, row++) {
                 char *o = ob + row * os0;
                 for (int d = 0; d < ndim - 1; d++) *(int64_t *)(o + d * os1) = my.index[d];
@@ -354,14 +344,14 @@ static void nonzero_part(const split *s, int p, find_fn f, int ndim, char *ob, i
 }
 
 int ember_cpu_nonzero(const ember_tensor *out, const ember_tensor *x) {
-    if (!desc_ok(out) || !desc_ok(x) || out->dtype != EMBER_INT64 || out->ndim != 2 ||
+    if (ember_check_desc(out) || ember_check_desc(x) || out->dtype != EMBER_INT64 || out->ndim != 2 ||
         out->shape[1] != x->ndim)
         return EMBER_ERR_INVALID_ARGUMENT;
-    split s;
+    ember_split s;
     int64_t counts[MAX_PARTS + 1] = {0};
     int any = split_init(&s, x);
     if (any) {
-#pragma omp parallel for if (s.nparts > 1) num_threads(s.nparts) schedule(static)
+#pragma omp parallel for num_threads(s.nparts) schedule(static)
         for (int p = 0; p < s.nparts; p++) counts[p + 1] = count_part(&s, p, count_kernels[x->dtype]);
         for (int p = 0; p < s.nparts; p++) counts[p + 1] += counts[p];   /* -> first rows */
     }
@@ -369,7 +359,7 @@ int ember_cpu_nonzero(const ember_tensor *out, const ember_tensor *x) {
     if (!any || x->ndim == 0 || out->shape[0] == 0) return EMBER_OK;   /* 0-d: no columns */
     char *ob = ember_base(out);
     int64_t os0 = out->strides[0] * 8, os1 = out->strides[1] * 8;
-#pragma omp parallel for if (s.nparts > 1) num_threads(s.nparts) schedule(static)
+#pragma omp parallel for num_threads(s.nparts) schedule(static)
     for (int p = 0; p < s.nparts; p++)
         nonzero_part(&s, p, find_kernels[x->dtype], x->ndim, ob, os0, os1, counts[p]);
     return EMBER_OK;

@@ -18,7 +18,7 @@
  *      or the C loop on its tile.  OpenBLAS itself stays at one thread: see runtime.c.
  */
 #include <limits.h>
-#include <omp.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include <cblas.h>
@@ -26,10 +26,11 @@
 #include "common.h"
 #include "ember_cpu.h"
 
-/* Products smaller than this many multiply-adds stay on one thread: waking the OpenMP team
- * (~1-2 us when it spins, far more when it sleeps) costs more than it saves below ~80^3
- * (measured: 64^3 took 3.3 us on one thread, 3.8 on two; 96^3 16 us on one, 9 on two). */
-#define PARALLEL_MIN_MACS ((int64_t)1 << 19)
+/* Products smaller than 2^19 multiply-adds stay on one thread: waking the OpenMP team (~1-2 us
+ * when it spins, far more when it sleeps) costs more than it saves below ~80^3 (measured: 64^3
+ * took 3.3 us on one thread, 3.8 on two; 96^3 16 us on one, 9 on two).  So for
+ * ember_threads_for, MACS_PER_WORK multiply-adds count as one element of work. */
+#define MACS_PER_WORK (((int64_t)1 << 19) / EMBER_PARALLEL_GRAIN)
 
 /* A batch of strided matrices: element (batch index b, i, j) lives at
  * base + (batch_offset(b) + i * rs + j * cs) * itemsize. */
@@ -54,25 +55,14 @@ typedef struct {
 typedef void (*tile_fn)(const problem *p, const char *a, const char *b, char *c, int64_t m,
                         int64_t n);
 
-static inline int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
-static inline int64_t max64(int64_t x, int64_t y) { return x > y ? x : y; }
-
 /* ---- validation and views ------------------------------------------------------------------- */
 
-static int valid_tensor(const ember_tensor *t) {
-    return t && t->dtype >= 0 && t->dtype < EMBER_NUM_DTYPES && t->ndim >= 2 &&
-           t->ndim <= EMBER_MAX_NDIM;
-}
-
 static int validate(const ember_tensor *out, const ember_tensor *a, const ember_tensor *b) {
-    if (!valid_tensor(out) || !valid_tensor(a) || !valid_tensor(b)) return 0;
+    if (ember_check_desc(out) || ember_check_desc(a) || ember_check_desc(b)) return 0;
     if (a->dtype != out->dtype || b->dtype != out->dtype) return 0;
-    if (a->ndim != out->ndim || b->ndim != out->ndim) return 0;
+    if (out->ndim < 2 || a->ndim != out->ndim || b->ndim != out->ndim) return 0;
     int nd = out->ndim;
-    for (int d = 0; d < nd; d++)
-        if (out->shape[d] < 0 || a->shape[d] < 0 || b->shape[d] < 0) return 0;
-    for (int d = 0; d < nd - 2; d++)
-        if (a->shape[d] != out->shape[d] || b->shape[d] != out->shape[d]) return 0;
+    if (!ember_same_dims(a, out, nd - 2) || !ember_same_dims(b, out, nd - 2)) return 0;
     return a->shape[nd - 2] == out->shape[nd - 2] && b->shape[nd - 1] == out->shape[nd - 1] &&
            a->shape[nd - 1] == b->shape[nd - 2];
 }
@@ -92,17 +82,9 @@ static void transpose_view(mat *m) {
     t = m->rs; m->rs = m->cs; m->cs = t;
 }
 
-/* Element offsets of batch `idx` (C order over bshape) in a, b and c. */
-static void batch_offsets(const problem *p, int64_t idx, int64_t *oa, int64_t *ob, int64_t *oc) {
-    int64_t ra = 0, rb = 0, rc = 0;
-    for (int d = p->nbd - 1; d >= 0; d--) {
-        int64_t i = idx % p->bshape[d];
-        idx /= p->bshape[d];
-        ra += i * p->a.bstrides[d];
-        rb += i * p->b.bstrides[d];
-        rc += i * p->c.bstrides[d];
-    }
-    *oa = ra, *ob = rb, *oc = rc;
+/* Element offset of batch `idx` (C order over bshape) in m. */
+static int64_t batch_offset(const problem *p, const mat *m, int64_t idx) {
+    return ember_flat_offset(p->nbd, p->bshape, m->bstrides, idx);
 }
 
 /* Folds trailing batch dims into M while b is broadcast over them and a and out advance by
@@ -122,7 +104,7 @@ static void fold_batch_into_rows(problem *p) {
             p->c.bstrides[d] != p->M * crs)
             return;
         /* keep both in plain row-major layouts so folding never forces a pack */
-        if (!(p->a.cs == 1 || p->K == 1) || ars < max64(p->K, 1) || crs < max64(p->N, 1)) return;
+        if (!(p->a.cs == 1 || p->K == 1) || ars < ember_max64(p->K, 1) || crs < ember_max64(p->N, 1)) return;
         if (!(p->c.cs == 1 || p->N == 1) || p->M * n > INT_MAX) return;
         p->M *= n;
         p->a.rows = p->c.rows = p->M;
@@ -142,13 +124,13 @@ enum { LAYOUT_NONE = 0, LAYOUT_ROW = 1, LAYOUT_COL = 2 };
  * extent 1 never constrains its stride. */
 static int layout_of(const mat *m, int allowed, int64_t *ld) {
     if ((allowed & LAYOUT_ROW) && (m->cols <= 1 || m->cs == 1) &&
-        (m->rows <= 1 || (m->rs >= max64(m->cols, 1) && m->rs <= INT_MAX))) {
-        *ld = m->rows <= 1 ? max64(m->cols, 1) : m->rs;
+        (m->rows <= 1 || (m->rs >= ember_max64(m->cols, 1) && m->rs <= INT_MAX))) {
+        *ld = m->rows <= 1 ? ember_max64(m->cols, 1) : m->rs;
         return LAYOUT_ROW;
     }
     if ((allowed & LAYOUT_COL) && (m->rows <= 1 || m->rs == 1) &&
-        (m->cols <= 1 || (m->cs >= max64(m->rows, 1) && m->cs <= INT_MAX))) {
-        *ld = m->cols <= 1 ? max64(m->rows, 1) : m->cs;
+        (m->cols <= 1 || (m->cs >= ember_max64(m->rows, 1) && m->cs <= INT_MAX))) {
+        *ld = m->cols <= 1 ? ember_max64(m->rows, 1) : m->cs;
         return LAYOUT_COL;
     }
     return LAYOUT_NONE;
@@ -206,18 +188,12 @@ static void *pack(const problem *p, mat *m, int src_dtype) {
     int64_t count = once ? 1 : p->nbatch, per = m->rows * m->cols;
     int64_t isz = ember_itemsize[p->cdt], src_isz = ember_itemsize[src_dtype];
     char *buf = NULL;
-    if (posix_memalign((void **)&buf, 64, (size_t)max64(count * per * isz, 64)) != 0) return NULL;
+    if (posix_memalign((void **)&buf, 64, (size_t)ember_max64(count * per * isz, 64)) != 0) return NULL;
     copy_fn copy = copy_for(src_dtype, p->cdt);
-    problem q = *p;   /* batch_offsets over m's strides alone */
-    q.a = *m;
-    int nt = ember_cpu_get_num_threads();
-#pragma omp parallel for num_threads(nt) if (count * per > EMBER_PARALLEL_GRAIN)
-    for (int64_t bi = 0; bi < count; bi++) {
-        int64_t off, unused_b, unused_c;
-        batch_offsets(&q, bi, &off, &unused_b, &unused_c);
-        copy(m->base + off * src_isz, m->rs, m->cs, buf + bi * per * isz, m->cols, 1, m->rows,
-             m->cols);
-    }
+#pragma omp parallel for num_threads(ember_threads_for(count * per, count))
+    for (int64_t bi = 0; bi < count; bi++)
+        copy(m->base + batch_offset(p, m, bi) * src_isz, m->rs, m->cs, buf + bi * per * isz, m->cols, 1,
+             m->rows, m->cols);
     m->base = buf;
     m->rs = m->cols;
     m->cs = 1;
@@ -245,13 +221,10 @@ static void unpack_out(const problem *p, const char *scratch, const ember_tensor
     int64_t M = q.c.rows, N = q.c.cols, per = M * N;
     int64_t isz = ember_itemsize[p->cdt], osz = ember_itemsize[out->dtype];
     copy_fn copy = copy_for(p->cdt, out->dtype);
-    int nt = ember_cpu_get_num_threads();
-#pragma omp parallel for num_threads(nt) if (q.nbatch * per > EMBER_PARALLEL_GRAIN)
-    for (int64_t bi = 0; bi < q.nbatch; bi++) {
-        int64_t unused_a, unused_b, off;
-        batch_offsets(&q, bi, &unused_a, &unused_b, &off);
-        copy(scratch + bi * per * isz, N, 1, q.c.base + off * osz, q.c.rs, q.c.cs, M, N);
-    }
+#pragma omp parallel for num_threads(ember_threads_for(q.nbatch * per, q.nbatch))
+    for (int64_t bi = 0; bi < q.nbatch; bi++)
+        copy(scratch + bi * per * isz, N, 1, q.c.base + batch_offset(&q, &q.c, bi) * osz, q.c.rs, q.c.cs,
+             M, N);
 }
 
 /* K == 0: every output element is an empty sum.  All-zero bits are 0 in every dtype. */
@@ -308,10 +281,10 @@ DEFINE_BLAS_TILE(tile_c128, double _Complex, scipy_cblas_zgemm, 1.0, 0.0, BY_POI
         T *c = (T *)c_;                                                                           \
         const int64_t K = p->K, ars = p->a.rs, acs = p->a.cs, brs = p->b.rs, crs = p->c.rs;       \
         for (int64_t j0 = 0; j0 < n; j0 += NB_FOR(T)) {                                           \
-            int64_t nb = min64(NB_FOR(T), n - j0);                                                \
+            int64_t nb = ember_min64(NB_FOR(T), n - j0);                                                \
             for (int64_t i = 0; i < m; i++) memset(c + i * crs + j0, 0, (size_t)nb * sizeof(T));  \
             for (int64_t k0 = 0; k0 < K; k0 += KB) {                                              \
-                int64_t k1 = min64(k0 + KB, K);                                                   \
+                int64_t k1 = ember_min64(k0 + KB, K);                                                   \
                 for (int64_t i = 0; i < m; i++) {                                                 \
                     T *restrict crow = c + i * crs + j0;                                          \
                     for (int64_t k = k0; k < k1; k++) {                                           \
@@ -377,13 +350,13 @@ static int64_t split_point(int64_t extent, int64_t parts, int64_t q) {
 
 static void run_tile(const problem *p, tile_fn fn, int64_t bi, int split_rows, int64_t parts,
                      int64_t q) {
-    int64_t oa, ob, oc, isz = ember_itemsize[p->cdt];
-    batch_offsets(p, bi, &oa, &ob, &oc);
+    int64_t isz = ember_itemsize[p->cdt];
     int64_t extent = split_rows ? p->M : p->N;
     int64_t lo = split_point(extent, parts, q), hi = split_point(extent, parts, q + 1);
     if (hi <= lo) return;
-    const char *a = p->a.base + oa * isz, *b = p->b.base + ob * isz;
-    char *c = p->c.base + oc * isz;
+    const char *a = p->a.base + batch_offset(p, &p->a, bi) * isz;
+    const char *b = p->b.base + batch_offset(p, &p->b, bi) * isz;
+    char *c = p->c.base + batch_offset(p, &p->c, bi) * isz;
     if (split_rows)
         fn(p, a + lo * p->a.rs * isz, b, c + lo * p->c.rs * isz, hi - lo, p->N);
     else
@@ -398,9 +371,10 @@ static void run_tile(const problem *p, tile_fn fn, int64_t bi, int split_rows, i
  * half-batches.  Many batches are never split: the imbalance is at most one batch in eight.
  */
 static void run_tiles(const problem *p, tile_fn fn) {
-    int64_t nt = ember_cpu_get_num_threads();
     double macs = (double)p->nbatch * (double)p->M * (double)p->N * (double)p->K;
-    if (nt <= 1 || macs < (double)PARALLEL_MIN_MACS) {
+    /* no task cap: the tiles are cut to the thread count below */
+    int64_t nt = ember_threads_for((int64_t)fmin(macs / MACS_PER_WORK, 0x1p62), INT64_MAX);
+    if (nt <= 1) {
         for (int64_t bi = 0; bi < p->nbatch; bi++) run_tile(p, fn, bi, 1, 1, 0);
         return;
     }
@@ -408,7 +382,7 @@ static void run_tiles(const problem *p, tile_fn fn) {
     int64_t parts = (p->nbatch % nt == 0 || p->nbatch >= 8 * nt) ? 1 : nt / gcd64(p->nbatch, nt);
     if ((split_rows ? p->M : p->N) < parts) parts = 1;
     int64_t tasks = p->nbatch * parts;
-#pragma omp parallel for num_threads((int)min64(nt, tasks)) schedule(static)
+#pragma omp parallel for num_threads((int)ember_min64(nt, tasks)) schedule(static)
     for (int64_t t = 0; t < tasks; t++) run_tile(p, fn, t / parts, split_rows, parts, t % parts);
 }
 
@@ -451,7 +425,7 @@ static int prepare_operands(problem *p, void *scratch[3]) {
         c_layout = layout_of(&p->c, LAYOUT_ROW, &ldc);
     }
     if (c_layout == LAYOUT_NONE) {   /* compute into contiguous scratch, unpack afterwards */
-        int64_t bytes = max64(p->nbatch * p->M * p->N * ember_itemsize[p->cdt], 64);
+        int64_t bytes = ember_max64(p->nbatch * p->M * p->N * ember_itemsize[p->cdt], 64);
         if (posix_memalign(&scratch[2], 64, (size_t)bytes) != 0) return EMBER_ERR_OUT_OF_MEMORY;
         p->c.base = scratch[2];
         p->c.rs = p->N;
@@ -461,7 +435,7 @@ static int prepare_operands(problem *p, void *scratch[3]) {
             p->c.bstrides[d] = stride;
             stride *= p->bshape[d];
         }
-        ldc = max64(p->N, 1);
+        ldc = ember_max64(p->N, 1);
     }
     /* BLAS reads a and b row- or column-major; the C loop reads a with any strides and needs
      * unit column stride in b.  A dtype change (float16/bfloat16) always packs. */
@@ -494,7 +468,6 @@ int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember
     problem p;
     init_problem(&p, out, a, b);
     if (p.nbatch == 0 || p.M == 0 || p.N == 0) return EMBER_OK;
-    if (!out->data || (p.K > 0 && (!a->data || !b->data))) return EMBER_ERR_INVALID_ARGUMENT;
     if (p.K == 0) {
         zero_out(out);
         return EMBER_OK;

@@ -185,34 +185,31 @@ static inline double u53(uint32_t x, uint32_t y) {
 }
 
 static inline float f32_of_double(double v) { return (float)v; }
-static inline ember_f16 f16_of_double(double v) {   /* rounded once, straight from double */
-    _Float16 h = (_Float16)v;
-    ember_f16 bits;
-    memcpy(&bits, &h, 2);
-    return bits;
-}
+static inline ember_f16 f16_of_double(double v) { return ember_f16_bits((_Float16)v); }  /* one rounding */
 static inline ember_bf16 bf16_of_double(double v) { return ember_f32_to_bf16((float)v); }
 static inline float same_f32(float v) { return v; }
 static inline double same_f64(double v) { return v; }
 
 /*
  * Each fill writes elements [e0, e1) of out, e0 a multiple of PER_BLOCK * CHUNK_BLOCKS, one
- * chunk of blocks at a time.  EMIT(o, w, n, d) writes the chunk's first n elements o[0..n)
- * from the chunk's words w.
+ * chunk of blocks at a time.  EMIT(o, w, n, d, ...) writes the chunk's first n elements o[0..n)
+ * from the chunk's words w; the fill's own arguments to EMIT follow.  NAME##_per_block states
+ * PER_BLOCK for the drivers.
  */
-#define DEFINE_FILL(NAME, T, PER_BLOCK, EMIT)                                                     \
+#define DEFINE_FILL(NAME, T, PER_BLOCK, EMIT, ...)                                                \
+    enum { NAME##_per_block = PER_BLOCK };                                                        \
     static void NAME(const draw *d, void *out_, int64_t e0, int64_t e1) {                         \
         const int64_t chunk = (PER_BLOCK) * CHUNK_BLOCKS;                                         \
         T *out = (T *)out_;                                                                       \
         uint32_t w[4 * CHUNK_BLOCKS];                                                             \
         for (int64_t e = e0; e < e1; e += chunk) {                                                \
             philox_chunk(d, (uint64_t)(e / (PER_BLOCK)), w);                                      \
-            EMIT(out + e, w, (e1 - e < chunk ? e1 - e : chunk), d);                               \
+            EMIT(out + e, w, ember_min64(e1 - e, chunk), d, ##__VA_ARGS__);                       \
         }                                                                                         \
     }
 
 /* UNIFORM with a p-bit mantissa: one element per word, float32 arithmetic. */
-#define EMIT_UNIFORM_P(P, STORE, o, w, n, d)                                                      \
+#define EMIT_UNIFORM_P(o, w, n, d, P, STORE)                                                      \
     do {                                                                                          \
         const float scale = 1.0f / (float)(1u << (P));                                            \
         for (int64_t i = 0; i < (n); i++) {                                                       \
@@ -220,10 +217,6 @@ static inline double same_f64(double v) { return v; }
             (o)[i] = STORE((d)->lo32 + (d)->span32 * u);                                          \
         }                                                                                         \
     } while (0)
-
-#define EMIT_UNIFORM_F16(o, w, n, d) EMIT_UNIFORM_P(11, ember_f32_to_f16, o, w, n, d)
-#define EMIT_UNIFORM_BF16(o, w, n, d) EMIT_UNIFORM_P(8, ember_f32_to_bf16, o, w, n, d)
-#define EMIT_UNIFORM_F32(o, w, n, d) EMIT_UNIFORM_P(24, same_f32, o, w, n, d)
 
 /* UNIFORM float64: one element per word pair. */
 #define EMIT_UNIFORM_F64(o, w, n, d)                                                              \
@@ -233,7 +226,7 @@ static inline double same_f64(double v) { return v; }
     } while (0)
 
 /* NORMAL: Box-Muller, two elements (cos, sin) per block. */
-#define EMIT_NORMAL(STORE, o, w, n, d)                                                            \
+#define EMIT_NORMAL(o, w, n, d, STORE)                                                            \
     do {                                                                                          \
         for (int64_t i = 0; i < (n); i += 2) {                                                    \
             const uint32_t *b = (w) + 2 * i;                                                      \
@@ -245,14 +238,9 @@ static inline double same_f64(double v) { return v; }
         }                                                                                         \
     } while (0)
 
-#define EMIT_NORMAL_F16(o, w, n, d) EMIT_NORMAL(f16_of_double, o, w, n, d)
-#define EMIT_NORMAL_BF16(o, w, n, d) EMIT_NORMAL(bf16_of_double, o, w, n, d)
-#define EMIT_NORMAL_F32(o, w, n, d) EMIT_NORMAL(f32_of_double, o, w, n, d)
-#define EMIT_NORMAL_F64(o, w, n, d) EMIT_NORMAL(same_f64, o, w, n, d)
-
 /* INTEGERS: one element per word pair; a power-of-two range masks instead of dividing
  * (the same result, without a 64-bit division per element). */
-#define EMIT_INTEGERS(T, o, w, n, d)                                                              \
+#define EMIT_INTEGERS(o, w, n, d, T)                                                              \
     do {                                                                                          \
         uint64_t range = (d)->range, mask = range - 1;                                            \
         int pow2 = (range & mask) == 0;                                                           \
@@ -262,59 +250,58 @@ static inline double same_f64(double v) { return v; }
         }                                                                                         \
     } while (0)
 
-#define EMIT_INTEGERS_U8(o, w, n, d) EMIT_INTEGERS(uint8_t, o, w, n, d)
-#define EMIT_INTEGERS_U16(o, w, n, d) EMIT_INTEGERS(uint16_t, o, w, n, d)
-#define EMIT_INTEGERS_U32(o, w, n, d) EMIT_INTEGERS(uint32_t, o, w, n, d)
-#define EMIT_INTEGERS_U64(o, w, n, d) EMIT_INTEGERS(uint64_t, o, w, n, d)
-
-DEFINE_FILL(uniform_f16, ember_f16, 4, EMIT_UNIFORM_F16)
-DEFINE_FILL(uniform_bf16, ember_bf16, 4, EMIT_UNIFORM_BF16)
-DEFINE_FILL(uniform_f32, float, 4, EMIT_UNIFORM_F32)
-DEFINE_FILL(uniform_f64, double, 2, EMIT_UNIFORM_F64)
-DEFINE_FILL(normal_f16, ember_f16, 2, EMIT_NORMAL_F16)
-DEFINE_FILL(normal_bf16, ember_bf16, 2, EMIT_NORMAL_BF16)
-DEFINE_FILL(normal_f32, float, 2, EMIT_NORMAL_F32)
-DEFINE_FILL(normal_f64, double, 2, EMIT_NORMAL_F64)
-/* integers are written through the unsigned type of their width: two's complement wraps
- * ilow + r (which lies in the dtype's range) to the right bits */
-DEFINE_FILL(integers_8, uint8_t, 2, EMIT_INTEGERS_U8)
-DEFINE_FILL(integers_16, uint16_t, 2, EMIT_INTEGERS_U16)
-DEFINE_FILL(integers_32, uint32_t, 2, EMIT_INTEGERS_U32)
-DEFINE_FILL(integers_64, uint64_t, 2, EMIT_INTEGERS_U64)
+/* X(name, storage, elements per block, emit, emit's arguments).  Integers are written through
+ * the unsigned type of their width: two's complement wraps ilow + r (which lies in the dtype's
+ * range) to the right bits. */
+#define FILLS(X)                                                                                  \
+    X(uniform_f16, ember_f16, 4, EMIT_UNIFORM_P, 11, ember_f32_to_f16)                            \
+    X(uniform_bf16, ember_bf16, 4, EMIT_UNIFORM_P, 8, ember_f32_to_bf16)                          \
+    X(uniform_f32, float, 4, EMIT_UNIFORM_P, 24, same_f32)                                        \
+    X(uniform_f64, double, 2, EMIT_UNIFORM_F64)                                                   \
+    X(normal_f16, ember_f16, 2, EMIT_NORMAL, f16_of_double)                                       \
+    X(normal_bf16, ember_bf16, 2, EMIT_NORMAL, bf16_of_double)                                    \
+    X(normal_f32, float, 2, EMIT_NORMAL, f32_of_double)                                           \
+    X(normal_f64, double, 2, EMIT_NORMAL, same_f64)                                               \
+    X(integers_8, uint8_t, 2, EMIT_INTEGERS, uint8_t)                                             \
+    X(integers_16, uint16_t, 2, EMIT_INTEGERS, uint16_t)                                          \
+    X(integers_32, uint32_t, 2, EMIT_INTEGERS, uint32_t)                                          \
+    X(integers_64, uint64_t, 2, EMIT_INTEGERS, uint64_t)
+FILLS(DEFINE_FILL)
 
 typedef void (*fill_fn)(const draw *d, void *out, int64_t e0, int64_t e1);
 
 /* The fill for (kind, dtype) and its elements per block; NULL when the pair is unsupported. */
 static fill_fn fill_for(int kind, int dtype, int *per_block) {
-    *per_block = 2;
+#define FILL(name) (*per_block = name##_per_block, name)
     if (kind == EMBER_CPU_RANDOM_UNIFORM) {
         switch (dtype) {
-        case EMBER_FLOAT16: *per_block = 4; return uniform_f16;
-        case EMBER_BFLOAT16: *per_block = 4; return uniform_bf16;
-        case EMBER_FLOAT32: *per_block = 4; return uniform_f32;
-        case EMBER_FLOAT64: return uniform_f64;
+        case EMBER_FLOAT16: return FILL(uniform_f16);
+        case EMBER_BFLOAT16: return FILL(uniform_bf16);
+        case EMBER_FLOAT32: return FILL(uniform_f32);
+        case EMBER_FLOAT64: return FILL(uniform_f64);
         default: return NULL;
         }
     }
     if (kind == EMBER_CPU_RANDOM_NORMAL) {
         switch (dtype) {
-        case EMBER_FLOAT16: return normal_f16;
-        case EMBER_BFLOAT16: return normal_bf16;
-        case EMBER_FLOAT32: return normal_f32;
-        case EMBER_FLOAT64: return normal_f64;
+        case EMBER_FLOAT16: return FILL(normal_f16);
+        case EMBER_BFLOAT16: return FILL(normal_bf16);
+        case EMBER_FLOAT32: return FILL(normal_f32);
+        case EMBER_FLOAT64: return FILL(normal_f64);
         default: return NULL;
         }
     }
     if (kind == EMBER_CPU_RANDOM_INTEGERS) {
         switch (dtype) {
-        case EMBER_BOOL: case EMBER_INT8: case EMBER_UINT8: return integers_8;
-        case EMBER_INT16: return integers_16;
-        case EMBER_INT32: return integers_32;
-        case EMBER_INT64: return integers_64;
+        case EMBER_BOOL: case EMBER_INT8: case EMBER_UINT8: return FILL(integers_8);
+        case EMBER_INT16: return FILL(integers_16);
+        case EMBER_INT32: return FILL(integers_32);
+        case EMBER_INT64: return FILL(integers_64);
         default: return NULL;
         }
     }
     return NULL;
+#undef FILL
 }
 
 static void init_draw(draw *d, uint64_t seed, uint64_t offset, double a, double b, int64_t ilow,
@@ -334,10 +321,7 @@ static void init_draw(draw *d, uint64_t seed, uint64_t offset, double a, double 
 
 int ember_cpu_random(int kind, const ember_tensor *out, uint64_t seed, uint64_t offset, double a,
                      double b, int64_t ilow, int64_t ihigh) {
-    if (!out || out->dtype < 0 || out->dtype >= EMBER_NUM_DTYPES || out->ndim < 0 ||
-        out->ndim > EMBER_MAX_NDIM)
-        return EMBER_ERR_INVALID_ARGUMENT;
-    if (kind < EMBER_CPU_RANDOM_UNIFORM || kind > EMBER_CPU_RANDOM_INTEGERS)
+    if (ember_check_desc(out) || kind < EMBER_CPU_RANDOM_UNIFORM || kind > EMBER_CPU_RANDOM_INTEGERS)
         return EMBER_ERR_INVALID_ARGUMENT;
     if (kind == EMBER_CPU_RANDOM_INTEGERS && ihigh <= ilow) return EMBER_ERR_INVALID_ARGUMENT;
     int per_block;
@@ -345,18 +329,18 @@ int ember_cpu_random(int kind, const ember_tensor *out, uint64_t seed, uint64_t 
     if (!fill) return EMBER_ERR_UNSUPPORTED;
     int64_t n = ember_numel(out);
     if (n == 0) return EMBER_OK;   /* an empty tensor's strides are arbitrary */
-    if (!out->data || !ember_is_contiguous(out)) return EMBER_ERR_INVALID_ARGUMENT;
+    if (!ember_is_contiguous(out)) return EMBER_ERR_INVALID_ARGUMENT;
 
     draw d;
     init_draw(&d, seed, offset, a, b, ilow, ihigh);
     char *base = ember_base(out);
-    int nt = ember_cpu_get_num_threads();
-    if (nt <= 1 || n <= EMBER_PARALLEL_GRAIN) {
+    /* thread ranges start on chunk boundaries, so each thread's chunks are whole */
+    int64_t chunk = (int64_t)per_block * CHUNK_BLOCKS, nchunks = (n + chunk - 1) / chunk;
+    int nt = ember_threads_for(n, nchunks);
+    if (nt <= 1) {
         fill(&d, base, 0, n);
         return EMBER_OK;
     }
-    /* thread ranges start on chunk boundaries, so each thread's chunks are whole */
-    int64_t chunk = (int64_t)per_block * CHUNK_BLOCKS, nchunks = (n + chunk - 1) / chunk;
 #pragma omp parallel num_threads(nt)
     {
         int64_t t = omp_get_thread_num(), nth = omp_get_num_threads();

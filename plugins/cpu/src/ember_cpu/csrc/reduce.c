@@ -25,10 +25,6 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#include <omp.h>
-#if defined(__AVX512F__) || defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 #include "common.h"
 #include "ember_cpu.h"
@@ -38,33 +34,6 @@
 #define COL_TILE_BYTES 16384 /* accumulators per reduce_cols task: stays in L1                  */
 #define MAX_CHUNKS 16        /* most parallel subtrees one output (or tile) is split into       */
 #define NUM_REDUCE_OPS 6
-
-/* ---- descriptor checks ------------------------------------------------------------------ */
-
-static int desc_ok(const ember_tensor *t) {
-    if (t == NULL || t->dtype < 0 || t->dtype >= EMBER_NUM_DTYPES || t->ndim < 0 ||
-        t->ndim > EMBER_MAX_NDIM)
-        return 0;
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] < 0) return 0;
-        n *= t->shape[d];
-    }
-    return n == 0 || t->data != NULL;
-}
-
-/* Byte offset of element `flat` (C order) of an n-d index space with the given byte strides.
- * The outermost dim needs no modulo, so a 1-d space costs one multiply. */
-static inline int64_t dims_offset(int n, const int64_t *shape, const int64_t *bstride, int64_t flat) {
-    int64_t off = 0;
-    for (int d = n - 1; d > 0; d--) {
-        off += (flat % shape[d]) * bstride[d];
-        flat /= shape[d];
-    }
-    return n > 0 ? off + flat * bstride[0] : 0;
-}
-
-static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- the pairwise tree ------------------------------------------------------------------ */
 
@@ -206,7 +175,7 @@ static void plan_reduce(rplan *pl, const ember_tensor *out, const ember_tensor *
     pl->rowstride = pl->rxs[pl->nred - 1];
     /* group short rows so that a leaf of rows holds about LEAF elements, but never more than 16
      * row results are added one after the other */
-    pl->row_leaf = pl->rowlen >= LEAF ? 1 : min64(16, LEAF / pl->rowlen);
+    pl->row_leaf = pl->rowlen >= LEAF ? 1 : ember_min64(16, LEAF / pl->rowlen);
 
     pl->col = -1;
     if (pl->rowstride != pl->xsize && pl->nred_total > 1)
@@ -223,6 +192,12 @@ static void plan_reduce(rplan *pl, const ember_tensor *out, const ember_tensor *
         pl->o2os[pl->nout2] = pl->oos[d];
         pl->nout2++;
     }
+}
+
+/* Reduced row r of the block at xb in reduce_cols, where every reduced dim is a row (the outputs
+ * run along the unit-stride dim). */
+static inline const char *cols_row(const rplan *pl, const char *xb, int64_t r) {
+    return xb + ember_flat_offset(pl->nred, pl->rshape, pl->rxs, r);
 }
 
 /* ---- per op x dtype kernels ------------------------------------------------------------- */
@@ -246,29 +221,10 @@ typedef struct {
                  void *tmp, int64_t tile);
 } rkernel;
 
-/* float16 -> float32 with integer operations and selects only, so that GCC vectorizes the loops
- * it appears in (the _Float16 conversion in common.h stays scalar in GCC 12).  Exact for every
- * input: normal numbers rebias the exponent, Inf/NaN get the all-ones exponent, zeros and
- * subnormals are renormalized by one float subtraction (2^-14 * (1 + m/1024) - 2^-14). */
-static inline float f16_to_f32(ember_f16 h) {
-    uint32_t o = (uint32_t)(h & 0x7fff) << 13, exp = o & 0x0f800000u;
-    o += (uint32_t)(127 - 15) << 23;
-    o += exp == 0x0f800000u ? (uint32_t)(128 - 16) << 23 : 0u;
-    uint32_t od = o + (1u << 23);
-    float f, fd;
-    memcpy(&f, &o, 4);
-    memcpy(&fd, &od, 4);
-    f = exp == 0 ? fd - 0x1p-14f : f;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u |= (uint32_t)(h & 0x8000) << 16;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* Loads turn a stored element into an accumulator (A), stores go back (OT: the output dtype). */
+/* Loads turn a stored element into an accumulator (A), stores go back (OT: the output dtype).
+ * float16 loads use the integer converter, which GCC vectorizes (strided and column leaves). */
 #define LD_CAST(A, v) ((A)(v))
-#define LD_F16(A, v) f16_to_f32(v)
+#define LD_F16(A, v) ember_f16_to_f32_int(v)
 #define LD_BF16(A, v) ember_bf16_to_f32(v)
 #define ST_CAST(OT, a) ((OT)(a))
 #define ST_F16(OT, a) ember_f32_to_f16(a)
@@ -310,31 +266,16 @@ static inline float f16_to_f32(ember_f16 h) {
         memcpy(&t_, (p), sizeof t_);                                                       \
         (vA)(__builtin_convertvector(t_, vU_) << 16);                                      \
     })
-#define VLD_F16(vA, T, p)      \
-    ({                         \
-        v16sf r_;              \
-        load16_f16((p), &r_);  \
-        r_;                    \
+/* float16: through a float buffer the hardware converts into (GCC 12 does not vectorize
+ * _Float16 conversions); GCC keeps the buffer in registers.  VBYTES = 64: 16 floats. */
+#define VLD_F16(vA, T, p)                                                                  \
+    ({                                                                                     \
+        float f_[16];                                                                      \
+        vA r_;                                                                             \
+        ember_f16x16_to_f32(f_, (p));                                                      \
+        memcpy(&r_, f_, sizeof r_);                                                        \
+        r_;                                                                                \
     })
-
-typedef float v16sf __attribute__((vector_size(64)));
-
-/* 16 float16 -> float32.  GCC 12 does not vectorize _Float16 conversions: use F16C. */
-static inline void load16_f16(const ember_f16 *p, v16sf *out) {
-    v16sf r;
-#if defined(__AVX512F__)
-    __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    memcpy(&r, &v, sizeof r);
-#elif defined(__F16C__)
-    __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-    __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
-    memcpy(&r, &lo, 32);
-    memcpy((char *)&r + 32, &hi, 32);
-#else
-    for (int j = 0; j < 16; j++) r[j] = f16_to_f32(p[j]);
-#endif
-    *out = r;   /* (not returned: a 64-byte vector return value has an ABI GCC warns about) */
-}
 
 /* Vector ops.  VMAX/VMIN are the NaN-sticky OP_MAX/OP_MIN as a bitwise select: C has no ?: on
  * vectors, and a comparison yields a vector of 0 / -1 integers of the lanes' width. */
@@ -458,7 +399,7 @@ static inline void load16_f16(const ember_f16 *p, v16sf *out) {
         if (r1 - r0 <= pl->row_leaf) {                                                           \
             A r = INIT;                                                                          \
             for (int64_t k = r0; k < r1; k++) {                                                  \
-                const char *p = xb + dims_offset(pl->nred - 1, pl->rshape, pl->rxs, k);          \
+                const char *p = xb + ember_flat_offset(pl->nred - 1, pl->rshape, pl->rxs, k);    \
                 A v = NAME##_run(p, pl->rowlen, pl->rowstride);                                  \
                 r = ACC(r, v);                                                                   \
             }                                                                                    \
@@ -476,10 +417,10 @@ static inline void load16_f16(const ember_f16 *p, v16sf *out) {
     /* outputs [o0, o1), each over its whole block (typed, so short rows cost no indirect calls) */ \
     static void NAME##_outs(const rplan *pl, int64_t o0, int64_t o1) {                           \
         for (int64_t o = o0; o < o1; o++) {                                                      \
-            const char *xb = pl->xbase + dims_offset(pl->nout, pl->oshape, pl->oxs, o);          \
+            const char *xb = pl->xbase + ember_flat_offset(pl->nout, pl->oshape, pl->oxs, o);    \
             A r = pl->nrows > 1 ? NAME##_rows(pl, xb, 0, pl->nrows)                              \
                                 : NAME##_run(xb, pl->rowlen, pl->rowstride);                     \
-            *(OT *)(pl->obase + dims_offset(pl->nout, pl->oshape, pl->oos, o)) = ST(OT, r);      \
+            *(OT *)(pl->obase + ember_flat_offset(pl->nout, pl->oshape, pl->oos, o)) = ST(OT, r); \
         }                                                                                        \
     }                                                                                            \
     static void NAME##_init(void *acc, int64_t n) {                                              \
@@ -501,17 +442,17 @@ static inline void load16_f16(const ember_f16 *p, v16sf *out) {
         for (int64_t c = 0; c < w; c++) acc[c] = INIT;                                           \
         int64_t r = r0;                                                                          \
         for (; r + 4 <= r1; r += 4) {                                                            \
-            const T *restrict p0 = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r)); \
-            const T *restrict p1 = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r + 1)); \
-            const T *restrict p2 = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r + 2)); \
-            const T *restrict p3 = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r + 3)); \
+            const T *restrict p0 = (const T *)cols_row(pl, xb, r);                               \
+            const T *restrict p1 = (const T *)cols_row(pl, xb, r + 1);                           \
+            const T *restrict p2 = (const T *)cols_row(pl, xb, r + 2);                           \
+            const T *restrict p3 = (const T *)cols_row(pl, xb, r + 3);                           \
             for (int64_t c = 0; c < w; c++) {                                                    \
                 A a = ACC(LD(A, p0[c]), LD(A, p1[c])), b = ACC(LD(A, p2[c]), LD(A, p3[c]));      \
                 acc[c] = ACC(acc[c], ACC(a, b));                                                 \
             }                                                                                    \
         }                                                                                        \
         for (; r < r1; r++) {                                                                    \
-            const T *restrict p = (const T *)(xb + dims_offset(pl->nred, pl->rshape, pl->rxs, r)); \
+            const T *restrict p = (const T *)cols_row(pl, xb, r);                                \
             for (int64_t c = 0; c < w; c++) acc[c] = ACC(acc[c], LD(A, p[c]));                   \
         }                                                                                        \
     }                                                                                            \
@@ -632,18 +573,19 @@ static void reduce_empty(const rkernel *k, const rplan *pl) {
     accbox id;
     k->init(&id, 1);
     for (int64_t o = 0; o < pl->nouter; o++)
-        k->store(pl->obase + dims_offset(pl->nout, pl->oshape, pl->oos, o), 0, &id, 1);
+        k->store(pl->obase + ember_flat_offset(pl->nout, pl->oshape, pl->oos, o), 0, &id, 1);
 }
 
 static int reduce_generic(const rkernel *k, const rplan *pl) {
     int64_t units = pl->nrows > 1 ? pl->nrows : pl->rowlen;
     int64_t leaf = pl->nrows > 1 ? pl->row_leaf : LEAF;
     int nch = pl->nouter >= MAX_CHUNKS ? 1 : pw_chunks(pl->nred_total, units, leaf);
-    int parallel = pl->nouter * pl->nred_total >= EMBER_PARALLEL_GRAIN;
+    int64_t work = pl->nouter * pl->nred_total;
 
     if (nch == 1) {   /* whole outputs per task, in blocks */
-        int64_t nblocks = parallel ? min64(pl->nouter, 64 * (int64_t)omp_get_max_threads()) : 1;
-#pragma omp parallel for if (nblocks > 1) schedule(static)
+        int nt = ember_threads_for(work, pl->nouter);
+        int64_t nblocks = nt > 1 ? ember_min64(pl->nouter, 64 * (int64_t)nt) : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t b = 0; b < nblocks; b++)
             k->outs(pl, pl->nouter * b / nblocks, pl->nouter * (b + 1) / nblocks);
         return EMBER_OK;
@@ -651,13 +593,14 @@ static int reduce_generic(const rkernel *k, const rplan *pl) {
     /* few, large outputs: the top subtrees of each one's pairwise tree run in parallel */
     int64_t b[MAX_CHUNKS + 1];
     pw_bounds(0, units, leaf, nch, b);
+    int nt = ember_threads_for(work, nch);
     for (int64_t o = 0; o < pl->nouter; o++) {
-        const char *xb = pl->xbase + dims_offset(pl->nout, pl->oshape, pl->oxs, o);
+        const char *xb = pl->xbase + ember_flat_offset(pl->nout, pl->oshape, pl->oxs, o);
         accbox parts[MAX_CHUNKS];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(static)
         for (int c = 0; c < nch; c++) k->part(pl, xb, b[c], b[c + 1], &parts[c]);
         tree_combine(k, (char *)parts, nch, 1, sizeof(accbox));
-        k->store(pl->obase + dims_offset(pl->nout, pl->oshape, pl->oos, o), 0, &parts[0], 1);
+        k->store(pl->obase + ember_flat_offset(pl->nout, pl->oshape, pl->oos, o), 0, &parts[0], 1);
     }
     return EMBER_OK;
 }
@@ -670,7 +613,7 @@ static int reduce_cols(const rkernel *k, const rplan *pl) {
     int64_t tmax = COL_TILE_BYTES / (int64_t)k->asize;
     int64_t ntiles = (M + tmax - 1) / tmax, tile = (M + ntiles - 1) / ntiles;
     int64_t tasks = (pl->nouter / M) * ntiles;
-    int nch = tasks < MAX_CHUNKS ? pw_chunks(nr * min64(M, tile), nr, COL_LEAF) : 1;
+    int nch = tasks < MAX_CHUNKS ? pw_chunks(nr * ember_min64(M, tile), nr, COL_LEAF) : 1;
     int64_t b[MAX_CHUNKS + 1];
     pw_bounds(0, nr, COL_LEAF, nch, b);
     int depth = pw_depth(nr, COL_LEAF);
@@ -679,7 +622,7 @@ static int reduce_cols(const rkernel *k, const rplan *pl) {
     if (nch > 1 && !(parts = malloc(tasks * nch * tile_bytes))) return EMBER_ERR_OUT_OF_MEMORY;
     int failed = 0;
 
-#pragma omp parallel if (pl->nouter * nr >= EMBER_PARALLEL_GRAIN)
+#pragma omp parallel num_threads(ember_threads_for(pl->nouter * nr, tasks * nch))
     {
         char *buf = malloc((depth + 2) * tile_bytes);   /* result tile + one per tree level */
         if (!buf) {
@@ -690,12 +633,13 @@ static int reduce_cols(const rkernel *k, const rplan *pl) {
         for (int64_t t = 0; t < tasks * nch; t++) {
             if (!buf) continue;
             int64_t ch = t % nch, tt = t / nch, ti = tt % ntiles, o2 = tt / ntiles;
-            int64_t c0 = ti * tile, w = min64(tile, M - c0);
-            const char *xb = pl->xbase + dims_offset(pl->nout2, pl->o2shape, pl->o2xs, o2) + c0 * pl->xsize;
+            int64_t c0 = ti * tile, w = ember_min64(tile, M - c0);
+            const char *xb =
+                pl->xbase + ember_flat_offset(pl->nout2, pl->o2shape, pl->o2xs, o2) + c0 * pl->xsize;
             char *dst = nch > 1 ? parts + t * tile_bytes : buf;
             k->cols(pl, xb, b[ch], b[ch + 1], w, dst, buf + tile_bytes, tile);
             if (nch == 1) {
-                char *ob = pl->obase + dims_offset(pl->nout2, pl->o2shape, pl->o2os, o2);
+                char *ob = pl->obase + ember_flat_offset(pl->nout2, pl->o2shape, pl->o2os, o2);
                 k->store(ob + c0 * pl->oos[pl->col], pl->oos[pl->col], dst, w);
             }
         }
@@ -703,10 +647,10 @@ static int reduce_cols(const rkernel *k, const rplan *pl) {
     }
     if (!failed && nch > 1)
         for (int64_t tt = 0; tt < tasks; tt++) {
-            int64_t ti = tt % ntiles, o2 = tt / ntiles, c0 = ti * tile, w = min64(tile, M - c0);
+            int64_t ti = tt % ntiles, o2 = tt / ntiles, c0 = ti * tile, w = ember_min64(tile, M - c0);
             char *p = parts + tt * nch * tile_bytes;
             tree_combine(k, p, nch, w, tile_bytes);
-            char *ob = pl->obase + dims_offset(pl->nout2, pl->o2shape, pl->o2os, o2);
+            char *ob = pl->obase + ember_flat_offset(pl->nout2, pl->o2shape, pl->o2os, o2);
             k->store(ob + c0 * pl->oos[pl->col], pl->oos[pl->col], p, w);
         }
     free(parts);
@@ -714,11 +658,9 @@ static int reduce_cols(const rkernel *k, const rplan *pl) {
 }
 
 int ember_cpu_reduce(int op, const ember_tensor *out, const ember_tensor *x, int nreduce) {
-    if (!desc_ok(out) || !desc_ok(x) || op < 0 || op >= NUM_REDUCE_OPS || nreduce < 0 ||
-        out->ndim + nreduce != x->ndim)
+    if (ember_check_desc(out) || ember_check_desc(x) || op < 0 || op >= NUM_REDUCE_OPS ||
+        nreduce < 0 || out->ndim + nreduce != x->ndim || !ember_same_dims(out, x, out->ndim))
         return EMBER_ERR_INVALID_ARGUMENT;
-    for (int d = 0; d < out->ndim; d++)
-        if (out->shape[d] != x->shape[d]) return EMBER_ERR_INVALID_ARGUMENT;
     int truth = op == EMBER_CPU_REDUCE_ANY || op == EMBER_CPU_REDUCE_ALL;
     if (out->dtype != (truth ? EMBER_BOOL : x->dtype)) return EMBER_ERR_INVALID_ARGUMENT;
     const rkernel *k = reduce_kernels[op][x->dtype];
@@ -735,27 +677,6 @@ int ember_cpu_reduce(int op, const ember_tensor *out, const ember_tensor *x, int
 }
 
 /* ---- arg-reductions ------------------------------------------------------------------------ */
-
-/* Leading dims of x (all but the last) and of out, as byte strides, for row offsets. */
-typedef struct {
-    int nlead;
-    int64_t shape[EMBER_MAX_NDIM], xs[EMBER_MAX_NDIM], os[EMBER_MAX_NDIM];
-    int64_t rows, n, inner;   /* rows, elements per row, byte stride along the row */
-} rowplan;
-
-static void plan_rows(rowplan *rp, const ember_tensor *out, const ember_tensor *x) {
-    int64_t xs = ember_itemsize[x->dtype], os = ember_itemsize[out->dtype];
-    rp->nlead = x->ndim > 0 ? x->ndim - 1 : 0;
-    rp->rows = 1;
-    for (int d = 0; d < rp->nlead; d++) {
-        rp->shape[d] = x->shape[d];
-        rp->xs[d] = x->strides[d] * xs;
-        rp->os[d] = out->strides[d] * os;
-        rp->rows *= x->shape[d];
-    }
-    rp->n = x->ndim > 0 ? x->shape[x->ndim - 1] : 1;
-    rp->inner = x->ndim > 0 ? x->strides[x->ndim - 1] * xs : xs;
-}
 
 typedef struct {
     /* index of the first extreme of elements [lo, hi) of the run at p (byte stride bs), its
@@ -833,10 +754,9 @@ static const akernel *const arg_kernels[2][EMBER_NUM_DTYPES] = {
 
 #define MAX_ARG_CHUNKS 64
 
-/* One long row split into chunks scanned in parallel, then merged in order (ties: earlier). */
-static int64_t arg_row_parallel(const akernel *k, const char *p, int64_t n, int64_t bs) {
-    int nch = omp_get_max_threads();
-    if (nch > MAX_ARG_CHUNKS) nch = MAX_ARG_CHUNKS;
+/* One long row split into nch <= MAX_ARG_CHUNKS chunks, one per thread, then merged in order
+ * (ties: earlier). */
+static int64_t arg_row_parallel(const akernel *k, const char *p, int64_t n, int64_t bs, int nch) {
     int64_t idx[MAX_ARG_CHUNKS];
     accbox val[MAX_ARG_CHUNKS];
 #pragma omp parallel for num_threads(nch) schedule(static)
@@ -848,32 +768,33 @@ static int64_t arg_row_parallel(const akernel *k, const char *p, int64_t n, int6
 }
 
 int ember_cpu_arg_reduce(int op, const ember_tensor *out, const ember_tensor *x) {
-    if (!desc_ok(out) || !desc_ok(x) || (op != EMBER_CPU_ARGMAX && op != EMBER_CPU_ARGMIN) ||
-        x->ndim < 1 || out->ndim != x->ndim - 1 || out->dtype != EMBER_INT64)
+    if (ember_check_desc(out) || ember_check_desc(x) ||
+        (op != EMBER_CPU_ARGMAX && op != EMBER_CPU_ARGMIN) || x->ndim < 1 ||
+        out->ndim != x->ndim - 1 || out->dtype != EMBER_INT64 || !ember_same_dims(out, x, out->ndim))
         return EMBER_ERR_INVALID_ARGUMENT;
-    for (int d = 0; d < out->ndim; d++)
-        if (out->shape[d] != x->shape[d]) return EMBER_ERR_INVALID_ARGUMENT;
     const akernel *k = arg_kernels[op][x->dtype];
     if (k == NULL) return EMBER_ERR_UNSUPPORTED;
-    rowplan rp;
-    plan_rows(&rp, out, x);
+    ember_rows rp;
+    ember_rows_init(&rp, out, x);
     if (rp.rows == 0) return EMBER_OK;
     if (rp.n == 0) return EMBER_ERR_INVALID_ARGUMENT;   /* argmax of nothing */
     const char *xb = ember_base(x);
     char *ob = ember_base(out);
 
-    if (rp.rows < MAX_CHUNKS && rp.n >= 2 * EMBER_PARALLEL_GRAIN && omp_get_max_threads() > 1) {
+    int nch = ember_threads_for(rp.n, MAX_ARG_CHUNKS);
+    if (rp.rows < MAX_CHUNKS && rp.n >= 2 * EMBER_PARALLEL_GRAIN && nch > 1) {
         for (int64_t r = 0; r < rp.rows; r++) {
-            int64_t i = arg_row_parallel(k, xb + dims_offset(rp.nlead, rp.shape, rp.xs, r), rp.n, rp.inner);
-            *(int64_t *)(ob + dims_offset(rp.nlead, rp.shape, rp.os, r)) = i;
+            const char *row = xb + ember_flat_offset(rp.nlead, rp.shape, rp.xs, r);
+            int64_t i = arg_row_parallel(k, row, rp.n, rp.xinner, nch);
+            *(int64_t *)(ob + ember_flat_offset(rp.nlead, rp.shape, rp.os, r)) = i;
         }
         return EMBER_OK;
     }
-#pragma omp parallel for if (rp.rows > 1 && rp.rows * rp.n >= EMBER_PARALLEL_GRAIN) schedule(static)
+#pragma omp parallel for num_threads(ember_threads_for(rp.rows * rp.n, rp.rows)) schedule(static)
     for (int64_t r = 0; r < rp.rows; r++) {
         accbox val;
-        int64_t i = k->scan(xb + dims_offset(rp.nlead, rp.shape, rp.xs, r), 0, rp.n, rp.inner, &val);
-        *(int64_t *)(ob + dims_offset(rp.nlead, rp.shape, rp.os, r)) = i;
+        int64_t i = k->scan(xb + ember_flat_offset(rp.nlead, rp.shape, rp.xs, r), 0, rp.n, rp.xinner, &val);
+        *(int64_t *)(ob + ember_flat_offset(rp.nlead, rp.shape, rp.os, r)) = i;
     }
     return EMBER_OK;
 }
@@ -905,23 +826,21 @@ static const scan_fn scan_kernels[2][EMBER_NUM_DTYPES] = {
 };
 
 int ember_cpu_scan(int op, const ember_tensor *out, const ember_tensor *x) {
-    if (!desc_ok(out) || !desc_ok(x) || (op != EMBER_CPU_SCAN_SUM && op != EMBER_CPU_SCAN_PROD) ||
-        out->ndim != x->ndim || out->dtype != x->dtype)
+    if (ember_check_desc(out) || ember_check_desc(x) ||
+        (op != EMBER_CPU_SCAN_SUM && op != EMBER_CPU_SCAN_PROD) || out->dtype != x->dtype ||
+        !ember_same_shape(out, x))
         return EMBER_ERR_INVALID_ARGUMENT;
-    for (int d = 0; d < x->ndim; d++)
-        if (out->shape[d] != x->shape[d]) return EMBER_ERR_INVALID_ARGUMENT;
     scan_fn f = scan_kernels[op][x->dtype];
     if (f == NULL) return EMBER_ERR_UNSUPPORTED;
-    rowplan rp;
-    plan_rows(&rp, out, x);
-    int64_t os = out->ndim > 0 ? out->strides[out->ndim - 1] * ember_itemsize[out->dtype] : 0;
+    ember_rows rp;
+    ember_rows_init(&rp, out, x);
     const char *xb = ember_base(x);
     char *ob = ember_base(out);
     if (rp.rows == 0 || rp.n == 0) return EMBER_OK;
     /* a scan is sequential along its row: threads take whole rows */
-#pragma omp parallel for if (rp.rows > 1 && rp.rows * rp.n >= EMBER_PARALLEL_GRAIN) schedule(static)
+#pragma omp parallel for num_threads(ember_threads_for(rp.rows * rp.n, rp.rows)) schedule(static)
     for (int64_t r = 0; r < rp.rows; r++)
-        f(xb + dims_offset(rp.nlead, rp.shape, rp.xs, r), rp.inner,
-          ob + dims_offset(rp.nlead, rp.shape, rp.os, r), os, rp.n);
+        f(xb + ember_flat_offset(rp.nlead, rp.shape, rp.xs, r), rp.xinner,
+          ob + ember_flat_offset(rp.nlead, rp.shape, rp.os, r), rp.oinner, rp.n);
     return EMBER_OK;
 }

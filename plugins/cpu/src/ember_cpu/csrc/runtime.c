@@ -24,9 +24,10 @@
  *   across OpenMP threads itself, each thread calling single-threaded BLAS on its slice.
  *   Letting OpenBLAS run its own pool beside OpenMP's oversubscribes the cores: both pools spin
  *   after their work, and alternating a sgemm with an OpenMP loop ran 4-6x slower (numbers in
- *   plugins/cpu/NOTES-threads.md).  ember_cpu_get_num_threads() is the count every ember
- *   parallel region should request (num_threads clause): omp_set_num_threads only changes the
- *   calling thread's default, while this count is process-wide.
+ *   plugins/cpu/NOTES-threads.md).  The count set here is process-wide, and every ember parallel
+ *   region passes it (through common.h's ember_threads_for) as its num_threads.  OpenMP's own
+ *   default only seeds it at load: omp_set_num_threads would change that default for the OS
+ *   thread that called it alone, and kernels run on whichever Python thread calls them.
  */
 #include <errno.h>
 #include <omp.h>
@@ -232,7 +233,6 @@ static atomic_int num_threads = 1;
 void ember_cpu_set_num_threads(int n) {
     if (n < 1) n = 1;
     atomic_store(&num_threads, n);
-    omp_set_num_threads(n);
     scipy_openblas_set_num_threads(1); /* ember drives BLAS from its own OpenMP threads */
 }
 

@@ -19,40 +19,11 @@
  * searchsorted compares keys too, which gives numpy's NaN-last order for free.
  */
 #include <stdlib.h>
-#include <omp.h>
 
 #include "common.h"
 #include "ember_cpu.h"
 
 #define INSERTION_MAX 48   /* rows this short are insertion-sorted: radix passes cost more */
-
-static int desc_ok(const ember_tensor *t) {
-    if (t == NULL || t->dtype < 0 || t->dtype >= EMBER_NUM_DTYPES || t->ndim < 0 ||
-        t->ndim > EMBER_MAX_NDIM)
-        return 0;
-    int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] < 0) return 0;
-        n *= t->shape[d];
-    }
-    return n == 0 || t->data != NULL;
-}
-
-static int same_shape(const ember_tensor *a, const ember_tensor *b) {
-    if (a->ndim != b->ndim) return 0;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return 0;
-    return 1;
-}
-
-static inline int64_t dims_offset(int n, const int64_t *shape, const int64_t *bstride, int64_t flat) {
-    int64_t off = 0;
-    for (int d = n - 1; d > 0; d--) {
-        off += (flat % shape[d]) * bstride[d];
-        flat /= shape[d];
-    }
-    return n > 0 ? off + flat * bstride[0] : 0;
-}
 
 /* ---- keys ------------------------------------------------------------------------------- */
 
@@ -250,30 +221,9 @@ static void copy_elems(char *dst, int64_t ds, const char *src, int64_t ss, int64
 
 /* ---- sort / argsort drivers --------------------------------------------------------------- */
 
-typedef struct {
-    int nlead;
-    int64_t shape[EMBER_MAX_NDIM], xs[EMBER_MAX_NDIM], os[EMBER_MAX_NDIM];
-    int64_t rows, n, xinner, oinner;   /* byte strides along the row */
-} sortplan;
-
-static void plan_sort(sortplan *sp, const ember_tensor *out, const ember_tensor *x) {
-    int64_t xsz = ember_itemsize[x->dtype], osz = ember_itemsize[out->dtype];
-    sp->nlead = x->ndim > 0 ? x->ndim - 1 : 0;
-    sp->rows = 1;
-    for (int d = 0; d < sp->nlead; d++) {
-        sp->shape[d] = x->shape[d];
-        sp->xs[d] = x->strides[d] * xsz;
-        sp->os[d] = out->strides[d] * osz;
-        sp->rows *= x->shape[d];
-    }
-    sp->n = x->ndim > 0 ? x->shape[x->ndim - 1] : 1;
-    sp->xinner = x->ndim > 0 ? x->strides[x->ndim - 1] * xsz : 0;
-    sp->oinner = out->ndim > 0 ? out->strides[out->ndim - 1] * osz : 0;
-}
-
 /* One row: keys, payloads, radix sort, write out.  `scratch` holds 2 * n payloads of 8 bytes
  * (first, so that they are aligned) and 2 * n keys. */
-static void sort_row(const sortplan *sp, int dtype, int want_index, uint64_t flip, const char *x,
+static void sort_row(const ember_rows *sp, int dtype, int want_index, uint64_t flip, const char *x,
                      char *o, char *scratch) {
     int w = (int)ember_itemsize[dtype];
     int64_t n = sp->n;
@@ -291,12 +241,12 @@ static void sort_row(const sortplan *sp, int dtype, int want_index, uint64_t fli
 }
 
 static int sort_common(const ember_tensor *out, const ember_tensor *x, int descending, int want_index) {
-    if (!desc_ok(out) || !desc_ok(x) || !same_shape(out, x) ||
+    if (ember_check_desc(out) || ember_check_desc(x) || !ember_same_shape(out, x) ||
         out->dtype != (want_index ? EMBER_INT64 : x->dtype))
         return EMBER_ERR_INVALID_ARGUMENT;
     if (keys_kernels[x->dtype] == NULL) return EMBER_ERR_UNSUPPORTED;
-    sortplan sp;
-    plan_sort(&sp, out, x);
+    ember_rows sp;
+    ember_rows_init(&sp, out, x);
     if (sp.rows == 0 || sp.n == 0) return EMBER_OK;
     uint64_t flip = descending ? ~(uint64_t)0 : 0;
     size_t scratch_bytes = (size_t)sp.n * (2 * ember_itemsize[x->dtype] + 16);
@@ -304,7 +254,7 @@ static int sort_common(const ember_tensor *out, const ember_tensor *x, int desce
     char *ob = ember_base(out);
     int failed = 0;
 
-#pragma omp parallel if (sp.rows > 1 && sp.rows * sp.n >= EMBER_PARALLEL_GRAIN)
+#pragma omp parallel num_threads(ember_threads_for(sp.rows * sp.n, sp.rows))
     {
         char *scratch = malloc(scratch_bytes);
         if (!scratch) {
@@ -314,8 +264,8 @@ static int sort_common(const ember_tensor *out, const ember_tensor *x, int desce
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < sp.rows; r++) {
             if (!scratch) continue;
-            sort_row(&sp, x->dtype, want_index, flip, xb + dims_offset(sp.nlead, sp.shape, sp.xs, r),
-                     ob + dims_offset(sp.nlead, sp.shape, sp.os, r), scratch);
+            sort_row(&sp, x->dtype, want_index, flip, xb + ember_flat_offset(sp.nlead, sp.shape, sp.xs, r),
+                     ob + ember_flat_offset(sp.nlead, sp.shape, sp.os, r), scratch);
         }
         free(scratch);
     }
@@ -334,36 +284,30 @@ int ember_cpu_argsort(const ember_tensor *out, const ember_tensor *x, int descen
 
 int ember_cpu_searchsorted(const ember_tensor *out, const ember_tensor *x1, const ember_tensor *values,
                            int right) {
-    if (!desc_ok(out) || !desc_ok(x1) || !desc_ok(values) || x1->ndim != 1 ||
-        x1->dtype != values->dtype || out->dtype != EMBER_INT64 || !same_shape(out, values))
+    if (ember_check_desc(out) || ember_check_desc(x1) || ember_check_desc(values) || x1->ndim != 1 ||
+        x1->dtype != values->dtype || out->dtype != EMBER_INT64 || !ember_same_shape(out, values))
         return EMBER_ERR_INVALID_ARGUMENT;
     search_fn f = search_kernels[values->dtype];
     if (f == NULL) return EMBER_ERR_UNSUPPORTED;
     const ember_tensor *ops[2] = {values, out};
-    ember_iter it;
-    /* ember_iter_init divides by every dim (in its seek): never hand it an empty shape */
-    if (ember_numel(values) == 0 || !ember_iter_init(&it, values->ndim, values->shape, 2, ops)) return EMBER_OK;
+    ember_split s;
+    if (!ember_split_init(&s, values->ndim, values->shape, 2, ops, INT64_MAX)) return EMBER_OK;
     const char *xb = ember_base(x1);
     int64_t n = x1->shape[0], bs = x1->strides[0] * ember_itemsize[x1->dtype];
-    int64_t total = it.rows * it.inner_n;
-    int nparts = total >= EMBER_PARALLEL_GRAIN ? omp_get_max_threads() : 1;
 
     /* each thread walks its own contiguous range of the values in C order */
-#pragma omp parallel for if (nparts > 1) num_threads(nparts) schedule(static)
-    for (int part = 0; part < nparts; part++) {
-        int64_t a = total * part / nparts, b = total * (part + 1) / nparts;
-        if (a >= b) continue;
-        ember_iter my = it;
-        ember_iter_seek(&my, a / it.inner_n);
-        int64_t col = a % it.inner_n;
-        while (a < b) {
-            int64_t len = it.inner_n - col < b - a ? it.inner_n - col : b - a;
-            for (int64_t i = col; i < col + len; i++)
+#pragma omp parallel for num_threads(s.nparts) schedule(static)
+    for (int part = 0; part < s.nparts; part++) {
+        ember_iter my;
+        int64_t col, left = ember_split_seek(&s, part, &my, &col);
+        while (left > 0) {
+            int64_t end = ember_min64(my.inner_n, col + left);
+            for (int64_t i = col; i < end; i++)
                 *(int64_t *)(my.ptr[1] + i * my.inner_stride[1]) =
                     f(xb, n, bs, my.ptr[0] + i * my.inner_stride[0], right);
-            a += len;
+            left -= end - col;
             col = 0;
-            if (a < b) ember_iter_next(&my);
+            if (left > 0) ember_iter_next(&my);
         }
     }
     return EMBER_OK;
