@@ -3,6 +3,8 @@ each kernel with numpy without going through the core."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from ember_cpu._native import ffi, lib
 
@@ -47,3 +49,14 @@ def desc(arr: np.ndarray, dtype_code: int | None = None):
 
 def check(status: int) -> None:
     assert status == lib.EMBER_OK, f"kernel returned status {status}"
+
+
+@contextlib.contextmanager
+def num_threads(n: int):
+    """Run a block with the kernels' thread count set to n."""
+    old = lib.ember_cpu_get_num_threads()
+    lib.ember_cpu_set_num_threads(n)
+    try:
+        yield
+    finally:
+        lib.ember_cpu_set_num_threads(old)

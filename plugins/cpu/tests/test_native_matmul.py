@@ -4,11 +4,9 @@ transposed, sliced and flipped operands, column-major and strided outputs, empty
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
-from native_util import check, desc, lib
+from native_util import check, desc, lib, num_threads
 
 BF16 = "bfloat16"   # uint16 arrays of bfloat16 bits
 FLOATS = [np.float16, BF16, np.float32, np.float64, np.complex64, np.complex128]
@@ -98,16 +96,6 @@ def matmul(a, b, dtype, out=None) -> np.ndarray:
         out = np.full((*batch, a.shape[-2], b.shape[-1]), 7, storage(dtype))   # garbage to overwrite
     check(run(out, a, b, dtype))
     return out
-
-
-@contextlib.contextmanager
-def num_threads(n: int):
-    old = lib.ember_cpu_get_num_threads()
-    lib.ember_cpu_set_num_threads(n)
-    try:
-        yield
-    finally:
-        lib.ember_cpu_set_num_threads(old)
 
 
 # ---- every dtype, plain and awkward layouts ----------------------------------------------------

@@ -4,11 +4,9 @@ C library's log/sin/cos for normal draws."""
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
-from native_util import check, desc, lib
+from native_util import check, desc, lib, num_threads
 
 U64 = np.uint64
 MASK32 = U64(0xFFFFFFFF)
@@ -97,16 +95,6 @@ def draw(kind, shape, dtype, seed, offset, a=0.0, b=1.0, low=0, high=2) -> np.nd
         t = desc(out)
     check(lib.ember_cpu_random(kind, t, seed, offset, a, b, low, high))
     return out
-
-
-@contextlib.contextmanager
-def num_threads(n: int):
-    old = lib.ember_cpu_get_num_threads()
-    lib.ember_cpu_set_num_threads(n)
-    try:
-        yield
-    finally:
-        lib.ember_cpu_set_num_threads(old)
 
 
 SEED = 0x1234_5678_9ABC_DEF0
