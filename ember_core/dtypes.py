@@ -74,7 +74,6 @@ ALL_DTYPES: tuple[DType, ...] = (
     bool_, int8, int16, int32, int64, uint8, float16, bfloat16, float32, float64, complex64, complex128,
 )
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
-BY_CODE: tuple[DType, ...] = ALL_DTYPES  # index == code
 _FROM_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in ALL_DTYPES if d.numpy is not None}
 
 default_int = int64

@@ -71,7 +71,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     if _is_basic(key):
         return basic_view(x, key)
     plan = _AdvancedIndex(x, key)
-    gathered = take(plan.source(), plan.flat_index, axis=0)
+    gathered = _op("take")(plan.source(), plan.flat_index, axis=0)
     return plan.to_result_order(gathered.reshape(plan.broadcast_shape + plan.rest_shape))
 
 
@@ -86,7 +86,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     values = broadcast_to(src.astype(x.dtype, copy=False), plan.result_shape)
     values = plan.to_index_order(values).reshape((-1, *plan.rest_shape))
     target = plan.source()
-    index_put(target, plan.flat_index, values, axis=0)
+    _op("index_put")(target, plan.flat_index, values, axis=0)
     if target._storage is not x._storage:  # the view had no flat layout: index_put worked on a copy
         moved = permute_dims(plan.view, plan.order)
         copy_into(moved, target.reshape(moved.shape))
@@ -112,7 +112,7 @@ class _AdvancedIndex:
             if isinstance(k, Tensor) and k.dtype is dt.bool_:
                 if k.ndim == 0:
                     raise IndexError("0-d boolean indices are not supported; use x[None] or an if")
-                expanded.extend(nonzero(k))
+                expanded.extend(_op("nonzero")(k))
             else:
                 expanded.append(k)
         basic, advanced, adv_dims = [], [], []
@@ -176,29 +176,12 @@ def _normalized(idx: Tensor, n: int) -> Tensor:
             bad = low if low < -n else high
             raise IndexOutOfRangeError(f"index {bad} is out of range for a dimension of size {n}")
         if low < 0:
-            idx = where(idx < 0, idx + n, idx)
+            idx = _op("where")(idx < 0, idx + n, idx)
     return idx
 
 
-def take(*args: Any, **kwargs: Any) -> Tensor:
-    from ember_core.ops import call
+def _op(name: str) -> Any:
+    """A registry op (looked up late: the ops package imports this module's users)."""
+    from ember_core.ops import ENTRIES
 
-    return call("take", *args, **kwargs)
-
-
-def index_put(*args: Any, **kwargs: Any) -> Tensor:
-    from ember_core.ops import call
-
-    return call("index_put", *args, **kwargs)
-
-
-def nonzero(x: Tensor) -> tuple[Tensor, ...]:
-    from ember_core.ops import call
-
-    return call("nonzero", x)
-
-
-def where(*args: Any) -> Tensor:
-    from ember_core.ops import call
-
-    return call("where", *args)
+    return ENTRIES[name]

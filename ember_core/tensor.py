@@ -78,12 +78,21 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _is_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    if 0 in shape:
+        return True  # nothing to lay out
     expected = 1
     for n, s in zip(reversed(shape), reversed(strides)):
         if n != 1 and s != expected:
-            return n == 0 or False
+            return False
         expected *= n
     return True
+
+
+def span(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> tuple[int, int]:
+    """First and last element offsets a layout touches in its storage."""
+    lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0 and n)
+    hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0 and n)
+    return lo, hi
 
 
 _new = object.__new__
@@ -99,18 +108,9 @@ class Tensor:
     @staticmethod
     def _make(storage: Storage, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
               dtype: _dt.DType) -> Tensor:
-        t = _new(Tensor)
-        t._storage = storage
-        t._shape = shape
-        t._strides = strides
+        t = Tensor._make_contiguous(storage, shape, strides, math.prod(shape), dtype)
         t._offset = offset
-        t._dtype = dtype
-        t._device = storage.device
-        t._numel = math.prod(shape)
         t._contig = _is_contiguous(shape, strides)
-        t.requires_grad = False
-        t.grad = None
-        t.grad_fn = None
         return t
 
     @staticmethod
@@ -398,8 +398,7 @@ class Tensor:
 def _numpy_alias(t: Tensor, address: int) -> np.ndarray:
     """An ndarray over a host tensor's memory that keeps the tensor's storage alive."""
     itemsize = t.itemsize
-    low = sum((n - 1) * s for n, s in zip(t._shape, t._strides) if s < 0 and n > 0)
-    high = sum((n - 1) * s for n, s in zip(t._shape, t._strides) if s > 0 and n > 0)
+    low, high = span(t._shape, t._strides, 0)
     holder = _Holder(t._storage, address + (t._offset + low) * itemsize, (high - low + 1) * itemsize)
     if not t._numel:
         return np.empty(t._shape, t._dtype.numpy)

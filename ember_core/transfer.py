@@ -12,16 +12,14 @@ import numpy as np
 
 from ember_core import dtypes as dt
 from ember_core.device import Device
-from ember_core.tensor import Storage, Tensor
+from ember_core.tensor import Storage, Tensor, span
 
 HOST = Device("cpu")
 
 
 def extent(t: Tensor) -> tuple[int, int]:
     """First and last element offsets a view touches in its storage."""
-    lo = t._offset + sum((n - 1) * s for n, s in zip(t._shape, t._strides) if s < 0 and n)
-    hi = t._offset + sum((n - 1) * s for n, s in zip(t._shape, t._strides) if s > 0 and n)
-    return lo, hi
+    return span(t._shape, t._strides, t._offset)
 
 
 def _raw_dtype(dtype: dt.DType) -> np.dtype:

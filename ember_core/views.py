@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ember_core.errors import ShapeError
-from ember_core.tensor import Tensor, contiguous_strides
+from ember_core.tensor import Tensor, contiguous_strides, span
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
@@ -210,8 +210,7 @@ def flip_view(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 def as_strided(x: Tensor, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
     """Internal: windows for convolution and pooling.  Bounds are checked against the storage."""
     itemsize = x.itemsize
-    lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0 and n)
-    hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0 and n)
+    lo, hi = span(shape, strides, offset)
     if math.prod(shape) and (lo < 0 or (hi + 1) * itemsize > x._storage.nbytes):
         raise ShapeError("as_strided view reaches outside its storage")
     return x._view(shape, strides, offset)

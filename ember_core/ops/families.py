@@ -22,7 +22,6 @@ from ember_core.errors import (
     DeviceError,
     DTypeError,
     IndexOutOfRangeError,
-    KernelError,
     ShapeError,
     UnsupportedOpError,
 )
@@ -630,11 +629,6 @@ def build_composite(schema: OpSchema, composite: Callable | None) -> Callable[..
     if composite is None:
         raise UnsupportedOpError(f"{schema.file}: op {schema.name!r} of family 'composite' has no implementation")
     return composite
-
-
-def kernel_error(op: str, status: int) -> KernelError:
-    return KernelError(f"{op}: the kernel failed with status {status} after the core's checks passed; "
-                       f"this is a backend bug, please report it with the call that triggered it")
 
 
 BUILDERS: dict[str, Callable[[OpSchema, Callable | None], Callable[..., Any]]] = {

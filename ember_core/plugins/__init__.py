@@ -95,9 +95,6 @@ class Backend:
             self._kernels[device_type] = table
         return table
 
-    def call(self, hook: str, **kwargs: Any) -> Any:
-        return self.hooks[hook](**kwargs)
-
 
 @dataclass
 class BrokenPlugin:
