@@ -638,3 +638,4 @@ BUILDERS: dict[str, Callable[[OpSchema, Callable | None], Callable[..., Any]]] =
     "take": build_take, "put": build_put, "nonzero": build_nonzero, "searchsorted": build_searchsorted,
     "random": build_random,
 }
+import ember_core.ops.nn_families  # noqa: E402, F401  (adds the conv, linear, pool and softmax builders)
