@@ -1,0 +1,5 @@
+import sys
+
+from ember_conformance.cli import main
+
+sys.exit(main())

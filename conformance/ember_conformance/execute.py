@@ -1,0 +1,234 @@
+"""Running one sample on the device and turning what happened into a verdict.
+
+Before the call, ``dispatch.choose`` says how the (op, dtype) will run: a provider's native
+kernel, the core's composite, the CPU fallback, or nothing (unsupported).  The fallback ledger
+(``ember_core.fallback_report()``) read before and after the call confirms it.  A correct result
+is then ``pass`` (native), ``composite`` or ``fallback`` (never a pass: the device did not run it);
+a wrong one is ``fail``, or ``xfail`` when the serving plugin's manifest declares it.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from ember_conformance import references, verdicts
+from ember_conformance.layouts import place, to_numpy
+from ember_conformance.reproducer import render
+from ember_conformance.samples.base import Arr, Sample, is_statement
+from ember_conformance.tolerances import Comparison, compare
+
+
+class SkipCase(Exception):
+    """Raised by a check that cannot run here; the message is the reason."""
+
+
+def materialize(value: Any, device: str) -> Any:
+    if isinstance(value, Arr):
+        if value.layout == "on-cpu":
+            return place(value.values, value.dtype, "contiguous", "cpu")
+        return place(value.values, value.dtype, value.layout, device)
+    if isinstance(value, list):
+        return [materialize(v, device) for v in value]
+    return value
+
+
+def host_values(value: Any) -> Any:
+    if isinstance(value, Arr):
+        return value.values.copy()
+    if isinstance(value, list):
+        return [host_values(v) for v in value]
+    return value
+
+
+def decide(op: str, device_type: str, dtype: str) -> Any:
+    """The dispatcher's choice for the dtype the op computes in (None: nothing can run it)."""
+    from ember_core import dispatch
+    from ember_core import dtypes as dt
+    from ember_core.ops.registry import REGISTRY
+
+    schema = REGISTRY.get(op)
+    if schema is None or dtype not in dt.BY_NAME:
+        return None
+    d = dt.BY_NAME[dtype]
+    if d.kind in "biu" and (schema.result == "accumulate" or schema.int_to_float):
+        d = dt.int64 if schema.result == "accumulate" else dt.default_float
+    return dispatch.choose(op, device_type, d, schema.composite is not None, schema.fallback)
+
+
+def declared_xfail(device_type: str, op: str, dtype: str, sample: str) -> str | None:
+    """The reason a plugin serving this device type gives for an expected failure, if any."""
+    from ember_core.plugins import MANAGER
+
+    backends = list(MANAGER.providers(device_type))
+    owner = MANAGER.device_owner.get(device_type)
+    if owner is not None and owner not in backends:
+        backends.append(owner)
+    for backend in backends:
+        table = backend.manifest.xfail.get(device_type, {})
+        for key in (f"{op}:{dtype}:{sample}", f"{op}:{dtype}", f"{op}:*"):
+            if key in table:
+                return f"{table[key]} (declared by {backend.package})"
+    return None
+
+
+def _ledger(device: str) -> dict[str, int]:
+    import ember_core as em
+
+    return {e["op"]: e["calls"] for e in em.fallback_report() if e["device"] == device}
+
+
+def _flatten(result: Any) -> list[Any]:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def judge(op: str, sample: Sample, result: Any, expected: Any, np_args: tuple[Any, ...]) -> Comparison:
+    """Compare every output tensor with its reference; the worst comparison wins."""
+    from ember_core import Tensor
+
+    got_list, ref_list = _flatten(result), _flatten(expected)
+    if len(got_list) != len(ref_list):
+        return Comparison(False, f"returned {len(got_list)} outputs, expected {len(ref_list)}")
+    magnitude = references.magnitude(op, np_args, sample.kwargs) if (sample.magnitude or op in ("var", "std")) else None
+    worst = Comparison(True, max_abs=0.0, max_rel=0.0, max_ulp=0.0)
+    for i, (got, ref) in enumerate(zip(got_list, ref_list)):
+        if not isinstance(got, Tensor):
+            return Comparison(False, f"output {i} is a {type(got).__name__}, not an ember tensor")
+        ref = np.asarray(ref)
+        if tuple(got.shape) != ref.shape:
+            return Comparison(False, f"output {i} has shape {tuple(got.shape)}, expected {ref.shape}")
+        cmp = compare(to_numpy(got), ref, got.dtype.name, magnitude=magnitude if len(got_list) == 1 else None,
+                      rtol=sample.rtol, atol=sample.atol)
+        if not cmp.ok:
+            return cmp
+        if cmp.max_ulp is not None and (worst.max_ulp is None or cmp.max_ulp >= worst.max_ulp):
+            worst = cmp
+    return worst
+
+
+def _call(op: str, sample: Sample, device: str) -> tuple[Any, Any, tuple[Any, ...]]:
+    """Run the sample on the device and the reference on the host: (result, expected, numpy args)."""
+    import ember_core as em
+
+    if sample.expression is not None:
+        statement = is_statement(sample.expression)
+        scope: dict[str, Any] = {"x": materialize(sample.args[0], device), "xp": em}
+        ref_scope: dict[str, Any] = {"x": host_values(sample.args[0]), "xp": np}
+        if statement:
+            exec(sample.expression, {}, scope)
+            exec(sample.expression, {}, ref_scope)
+            return scope["x"], ref_scope["x"], ()
+        return eval(sample.expression, {}, scope), eval(sample.expression, {}, ref_scope), ()
+    args = tuple(materialize(a, device) for a in sample.args)
+    kwargs = {k: materialize(v, device) for k, v in sample.kwargs.items()}
+    result = em.ops.call(op, *args, **kwargs)
+    np_args = tuple(host_values(a) for a in sample.args)
+    np_kwargs = {k: host_values(v) for k, v in sample.kwargs.items() if k not in ("device",)}
+    reference = sample.reference or references.REFERENCES.get(op)
+    if reference is None:
+        raise SkipCase(f"no numpy reference for {op}")
+    with np.errstate(all="ignore"):
+        expected = reference(*np_args, **np_kwargs)
+    return result, expected, np_args
+
+
+def run_sample(level: int, op: str, dtype: str, sample: Sample, device: str) -> verdicts.CaseResult:
+    """One case, in this process.  Never raises: every outcome becomes a verdict."""
+    from ember_core.device import as_device
+
+    device_type = as_device(device).type
+    res = verdicts.CaseResult(id=case_id(level, op, dtype, sample.name), level=level, op=op, dtype=dtype,
+                              sample=sample.name, verdict=verdicts.PASS)
+    start = time.perf_counter()
+    choice = decide(op, device_type, dtype) if level in (1, 2) and op != "views" else None
+    if choice is not None:
+        res.how, res.provider = choice.how, choice.provider
+    elif level in (1, 2) and op != "views":
+        res.how = "unsupported"
+    try:
+        _run(res, op, dtype, sample, device, device_type)
+    except SkipCase as exc:
+        res.verdict, res.message = verdicts.SKIP, str(exc)
+    res.seconds = time.perf_counter() - start
+    if res.verdict in verdicts.BAD:
+        reason = declared_xfail(device_type, op, dtype, sample.name)
+        if reason is not None:
+            res.verdict, res.message = verdicts.XFAIL, f"{reason}; {res.message}"
+        res.reproducer = render(op, sample, dtype, device)
+    elif res.verdict in verdicts.GOOD and declared_xfail(device_type, op, dtype, sample.name):
+        res.message = "declared as an expected failure but passed: remove the xfail entry from the manifest"
+    return res
+
+
+def _run(res: verdicts.CaseResult, op: str, dtype: str, sample: Sample, device: str, device_type: str) -> None:
+    from ember_core.errors import UnsupportedOpError
+
+    if sample.custom is not None:
+        try:
+            message = sample.custom(device, dtype)
+        except SkipCase:
+            raise
+        except Exception as exc:
+            message = _describe(exc)
+        if message:
+            res.verdict, res.message = verdicts.FAIL, message
+        else:
+            res.verdict = _success_verdict(res.how)
+        return
+    before = _ledger(device) if device_type != "cpu" else {}
+    try:
+        result, expected, np_args = _call(op, sample, device)
+    except SkipCase:
+        raise
+    except Exception as exc:
+        if sample.error is not None and isinstance(exc, sample.error):
+            res.verdict, res.message = verdicts.PASS, f"raised {type(exc).__name__} as documented"
+        elif sample.error is None and res.how == "unsupported" and isinstance(exc, UnsupportedOpError):
+            res.verdict, res.message = verdicts.UNSUPPORTED, str(exc)
+        else:
+            wanted = f"expected {_names(sample.error)}, " if sample.error is not None else ""
+            res.verdict, res.message = verdicts.FAIL, f"{wanted}raised {_describe(exc)}"
+        return
+    if sample.error is not None:
+        res.verdict, res.message = verdicts.FAIL, f"expected {_names(sample.error)}, but the call returned normally"
+        return
+    after = _ledger(device) if device_type != "cpu" else {}
+    fell_back = sorted(k for k, n in after.items() if n > before.get(k, 0))
+    if fell_back:
+        res.extra["fell_back"] = fell_back
+    if res.how == "native" and op in fell_back:
+        res.verdict, res.message = verdicts.FAIL, "the dispatcher chose a native kernel, yet the op ran through the fallback"
+        return
+    cmp = judge(op, sample, result, expected, np_args)
+    res.max_abs_error, res.max_rel_error, res.max_ulp = cmp.max_abs, cmp.max_rel, cmp.max_ulp
+    res.tolerance = {"rtol": cmp.rtol, "atol": cmp.atol}
+    if cmp.ok:
+        res.verdict = _success_verdict(res.how)
+    else:
+        res.verdict, res.message = verdicts.FAIL, cmp.message
+
+
+def _success_verdict(how: str) -> str:
+    return {"composite": verdicts.COMPOSITE, "fallback": verdicts.FALLBACK}.get(how, verdicts.PASS)
+
+
+def _names(error: Any) -> str:
+    return " or ".join(e.__name__ for e in (error if isinstance(error, tuple) else (error,)))
+
+
+def _describe(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    loc = f" (at {where.filename}:{where.lineno})" if where else ""
+    return f"{type(exc).__name__}: {exc}{loc}"
+
+
+def case_id(level: int, op: str, dtype: str, sample: str) -> str:
+    return f"L{level}/{op}/{dtype}/{sample}"
+
+
+def parse_case_id(case: str) -> tuple[int, str, str, str]:
+    level, op, dtype, sample = case.split("/", 3)
+    return int(level[1:]), op, dtype, sample

@@ -1,0 +1,149 @@
+"""numpy references, one per registry op, computed in float64 / complex128 (exactly, for integer
+and bool inputs).  Each is called with the sample's inputs as numpy arrays and its keywords."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _sort(x: np.ndarray, *, axis: int = -1, descending: bool = False, stable: bool = True) -> np.ndarray:
+    return np.take_along_axis(x, _argsort(x, axis=axis, descending=descending), axis=axis)
+
+
+def _argsort(x: np.ndarray, *, axis: int = -1, descending: bool = False, stable: bool = True) -> np.ndarray:
+    """Stable order; NaN sorts as the largest value (last ascending, first descending)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    keys = x.astype(np.int64) if x.dtype.kind in "biu" else x
+    nan = np.isnan(keys) if keys.dtype.kind == "f" else np.zeros(keys.shape, bool)
+    return np.lexsort((-np.where(nan, 0, keys), ~nan), axis=axis)  # by (NaN first, then -x), stably
+
+
+def _index_put(x: np.ndarray, indices: np.ndarray, values: Any, *, axis: int = 0,
+               accumulate: bool = False) -> np.ndarray:
+    out = np.moveaxis(x.copy(), axis, 0)
+    vals = np.broadcast_to(np.moveaxis(np.asarray(values), axis, 0) if np.ndim(values) == x.ndim else values,
+                           (len(indices), *out.shape[1:]))
+    if accumulate:
+        np.add.at(out, indices, vals)
+    else:
+        out[indices] = vals
+    return np.moveaxis(out, 0, axis)
+
+
+def _clip(x: np.ndarray, min: Any = None, max: Any = None) -> np.ndarray:
+    out = x if min is None else np.maximum(x, min)
+    return out if max is None else np.minimum(out, max)
+
+
+def _unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    values, index, inverse, counts = np.unique(x.reshape(-1), return_index=True, return_inverse=True,
+                                               return_counts=True, equal_nan=False)
+    return values, index, inverse.reshape(x.shape), counts
+
+
+def _conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *, stride: Any = 1,
+            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> np.ndarray:
+    """Direct cross-correlation, one kernel tap at a time (float64)."""
+    pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    n, c, h, w = x.shape
+    o, cg, kh, kw = weight.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow), dtype=np.result_type(x, weight))
+    og = o // groups
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        ws = weight[g * og:(g + 1) * og]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
+def _with_initial(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def ref(x: np.ndarray, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> np.ndarray:
+        return fn(x, axis=axis, include_initial=include_initial)
+
+    return ref
+
+
+def _reduce(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    def ref(x: np.ndarray, *, axis: Any = None, keepdims: bool = False, dtype: Any = None, **kw: Any) -> np.ndarray:
+        return fn(x, axis=axis, keepdims=keepdims, **kw)
+
+    return ref
+
+
+REFERENCES: dict[str, Callable[..., Any]] = {
+    # elementwise, unary
+    "abs": np.abs, "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
+    "atan": np.arctan, "atanh": np.arctanh, "bitwise_invert": np.invert, "ceil": np.ceil, "conj": np.conj,
+    "cos": np.cos, "cosh": np.cosh, "exp": np.exp, "expm1": np.expm1, "floor": np.floor, "imag": np.imag,
+    "isfinite": np.isfinite, "isinf": np.isinf, "isnan": np.isnan, "log": np.log, "log1p": np.log1p,
+    "log2": np.log2, "log10": np.log10, "logical_not": np.logical_not, "negative": np.negative,
+    "positive": np.positive, "real": np.real, "round": np.round, "sign": np.sign, "signbit": np.signbit,
+    "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "square": np.square, "tan": np.tan, "tanh": np.tanh,
+    "trunc": np.trunc, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": _erf, "reciprocal": lambda x: 1.0 / x,
+    # elementwise, binary
+    "add": np.add, "atan2": np.arctan2, "bitwise_and": np.bitwise_and, "bitwise_left_shift": np.left_shift,
+    "bitwise_or": np.bitwise_or, "bitwise_right_shift": np.right_shift, "bitwise_xor": np.bitwise_xor,
+    "copysign": np.copysign, "divide": np.divide, "equal": np.equal, "floor_divide": np.floor_divide,
+    "greater": np.greater, "greater_equal": np.greater_equal, "hypot": np.hypot, "less": np.less,
+    "less_equal": np.less_equal, "logaddexp": np.logaddexp, "logical_and": np.logical_and,
+    "logical_or": np.logical_or, "logical_xor": np.logical_xor, "maximum": np.maximum, "minimum": np.minimum,
+    "multiply": np.multiply, "not_equal": np.not_equal, "pow": np.power, "remainder": np.remainder,
+    "subtract": np.subtract,
+    # data movement and creation
+    "copy": lambda x: x.copy(), "where": np.where,
+    "full": lambda shape, fill_value, *, dtype=None, device=None: np.full(shape, fill_value),
+    # reductions and scans
+    "sum": _reduce(np.sum), "prod": _reduce(np.prod), "max": _reduce(np.max), "min": _reduce(np.min),
+    "any": _reduce(np.any), "all": _reduce(np.all),
+    "argmax": lambda x, *, axis=None, keepdims=False: np.argmax(x, axis=axis, keepdims=keepdims),
+    "argmin": lambda x, *, axis=None, keepdims=False: np.argmin(x, axis=axis, keepdims=keepdims),
+    "cumulative_sum": _with_initial(np.cumulative_sum), "cumulative_prod": _with_initial(np.cumulative_prod),
+    "mean": _reduce(np.mean), "count_nonzero": lambda x, *, axis=None, keepdims=False: np.count_nonzero(
+        x, axis=axis, keepdims=keepdims),
+    "var": lambda x, *, axis=None, correction=0.0, keepdims=False: np.var(x, axis=axis, ddof=correction,
+                                                                           keepdims=keepdims),
+    "std": lambda x, *, axis=None, correction=0.0, keepdims=False: np.std(x, axis=axis, ddof=correction,
+                                                                           keepdims=keepdims),
+    # sorting, searching, indexing
+    "sort": _sort, "argsort": _argsort, "take": np.take, "index_put": _index_put, "nonzero": np.nonzero,
+    "searchsorted": lambda x1, x2, *, side="left", sorter=None: np.searchsorted(x1, x2, side=side, sorter=sorter),
+    # linear algebra
+    "matmul": np.matmul, "vecdot": lambda x1, x2, *, axis=-1: np.vecdot(x1, x2, axis=axis),
+    "tensordot": lambda x1, x2, *, axes=2: np.tensordot(x1, x2, axes=axes), "conv2d": _conv2d,
+    # composites
+    "clip": _clip, "relu": lambda x: np.maximum(x, 0), "concat": lambda arrays, *, axis=0: np.concat(arrays, axis=axis),
+    "stack": lambda arrays, *, axis=0: np.stack(arrays, axis=axis),
+    "tril": lambda x, *, k=0: np.tril(x, k), "triu": lambda x, *, k=0: np.triu(x, k),
+    "repeat": lambda x, repeats, *, axis=None: np.repeat(x, repeats, axis=axis),
+    "roll": lambda x, shift, *, axis=None: np.roll(x, shift, axis=axis),
+    "tile": np.tile, "unstack": lambda x, *, axis=0: np.unstack(x, axis=axis),
+    "unique_all": _unique, "unique_counts": lambda x: (_unique(x)[0], _unique(x)[3]),
+    "unique_inverse": lambda x: (_unique(x)[0], _unique(x)[2]), "unique_values": lambda x: _unique(x)[0],
+}
+
+# ops whose error is bounded relative to the same op applied to |inputs| (sums of products)
+ACCUMULATING = frozenset({"sum", "cumulative_sum", "matmul", "vecdot", "tensordot", "mean", "conv2d"})
+
+
+def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The scale an accumulating op's error is judged against (None: the result's own magnitude)."""
+    if op in ACCUMULATING:
+        return REFERENCES[op](*(np.abs(a) if isinstance(a, np.ndarray) else a for a in args), **kwargs)
+    if op in ("var", "std"):  # cancellation in x - mean: judge against the mean square
+        x = args[0]
+        square = np.mean(np.abs(x) ** 2, axis=kwargs.get("axis"), keepdims=kwargs.get("keepdims", False))
+        return square if op == "var" else np.sqrt(square)
+    return None

@@ -1,0 +1,175 @@
+"""The run's artifacts: ``report.json`` (versioned schema, see README.md), ``report.html`` (a static
+page) and ``summary.md``; plus the environment fingerprint that makes two reports comparable."""
+
+from __future__ import annotations
+
+import datetime
+import html
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from ember_conformance import LEVELS, REPORT_SCHEMA_VERSION, __version__, verdicts
+
+COLORS = {
+    verdicts.PASS: "#2e7d32", verdicts.COMPOSITE: "#66bb6a", verdicts.FALLBACK: "#f9a825",
+    verdicts.XFAIL: "#8d6e63", verdicts.SKIP: "#bdbdbd", verdicts.UNSUPPORTED: "#9e9e9e",
+    verdicts.FAIL: "#c62828", verdicts.CRASH: "#6a1b9a", verdicts.TIMEOUT: "#ad1457",
+}
+
+
+def environment(device: str) -> dict[str, Any]:
+    """Versions of everything that decides a verdict: ember, plugins, this suite, the ABI, the device
+    and its driver, Python and every installed distribution."""
+    import ember_core
+    from ember_core.plugins import ABI_MAJOR, ABI_MINOR, MANAGER
+
+    MANAGER.ensure_discovered()
+    env: dict[str, Any] = {
+        "ember": ember_core.__version__, "suite": __version__, "abi": f"{ABI_MAJOR}.{ABI_MINOR}",
+        "python": sys.version.split()[0], "implementation": platform.python_implementation(),
+        "platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+        "ember_environment": {k: v for k, v in os.environ.items() if k.startswith("EMBER_")},
+        "plugins": [{"name": b.name, "package": b.package, "version": b.info.version,
+                     "abi": "{}.{}".format(*b.info.abi), "priority": b.priority,
+                     "device_types": list(b.info.device_types)} for b in MANAGER.backends.values()],
+        "broken_plugins": [{"name": b.name, "package": b.package, "reason": b.reason} for b in MANAGER.broken.values()],
+        "packages": sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+                           if d.metadata["Name"]),
+    }
+    try:
+        from ember_core.device import as_device
+
+        d = as_device(device)
+        props = dict(d.backend.hooks["ember_device_properties"](d))
+        env["device_properties"] = {k: v if isinstance(v, (int, float, str, bool)) or v is None else str(v)
+                                    for k, v in props.items()}
+        env["driver"] = props.get("driver")
+    except Exception as exc:  # an unusable device is reported by level 0; the report still gets written
+        env["device_properties"] = {"error": f"{type(exc).__name__}: {exc}"}
+    return env
+
+
+def providers_matrix(results: list[verdicts.CaseResult]) -> dict[str, dict[str, Any]]:
+    """Per "op:dtype": the worst verdict, how it ran, which provider served it, and verdict counts."""
+    cells: dict[str, list[verdicts.CaseResult]] = defaultdict(list)
+    for r in results:
+        if r.level in (1, 2):
+            cells[f"{r.op}:{r.dtype}"].append(r)
+    return {key: {"verdict": verdicts.worst([r.verdict for r in rs]), "how": rs[0].how, "provider": rs[0].provider,
+                  "counts": dict(Counter(r.verdict for r in rs))} for key, rs in cells.items()}
+
+
+def build(device: str, options: dict[str, Any], results: list[verdicts.CaseResult],
+          levels: dict[int, verdicts.LevelStatus], seconds: float) -> dict[str, Any]:
+    return {
+        "schema": "ember-conformance-report", "schema_version": REPORT_SCHEMA_VERSION,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device, "options": options, "seconds": round(seconds, 2),
+        "environment": environment(device),
+        "levels": {str(n): {"name": LEVELS[n], "status": s.status, "counts": s.counts, "reason": s.reason}
+                   for n, s in levels.items()},
+        "summary": dict(Counter(r.verdict for r in results)),
+        "matrix": providers_matrix(results),
+        "cases": [r.to_json() for r in results],
+    }
+
+
+def passed_levels(report: dict[str, Any]) -> str:
+    """"cpu: passed levels 0, 1, 2; level 3 skipped (...)" — the line the run ends with."""
+    levels = report["levels"]
+    passed = [n for n, lv in levels.items() if lv["status"] == "passed"]
+    parts = [f"passed levels {', '.join(passed)}" if passed else "passed no level"]
+    parts += [f"level {n} {lv['status']}" + (f" ({lv['reason']})" if lv["reason"] else "")
+              for n, lv in levels.items() if lv["status"] != "passed"]
+    return f"{report['device']}: " + "; ".join(parts)
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+
+
+def _bad(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in report["cases"] if c["verdict"] in verdicts.BAD]
+
+
+def markdown(report: dict[str, Any], limit: int = 60) -> str:
+    env = report["environment"]
+    lines = [f"# Ember conformance: `{report['device']}`", "",
+             f"ember {env['ember']}, suite {env['suite']}, ABI {env['abi']}, Python {env['python']}; "
+             f"{len(report['cases'])} cases in {report['seconds']} s", "",
+             "| level | what | status | verdicts |", "|---|---|---|---|"]
+    for n, lv in report["levels"].items():
+        counts = ", ".join(f"{v} {c}" for v, c in sorted(lv["counts"].items(), key=lambda x: verdicts.SEVERITY[x[0]]))
+        status = lv["status"] + (f": {lv['reason']}" if lv["reason"] else "")
+        lines.append(f"| {n} | {lv['name']} | {status} | {counts} |")
+    bad = _bad(report)
+    lines += ["", f"## Failures ({len(bad)})", ""]
+    for c in bad[:limit]:
+        lines.append(f"- `{c['id']}` **{c['verdict']}**: {c.get('message', '')[:300]}")
+    if len(bad) > limit:
+        lines.append(f"- ... and {len(bad) - limit} more (report.json has them all)")
+    lines += ["", passed_levels(report), ""]
+    return "\n".join(lines)
+
+
+def _matrix_html(report: dict[str, Any]) -> str:
+    matrix = report["matrix"]
+    ops = sorted({k.split(":")[0] for k in matrix})
+    dtypes = [d for d in ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32",
+                          "float64", "complex64", "complex128") if any(k.endswith(":" + d) for k in matrix)]
+    rows = ["<tr><th>op</th>" + "".join(f"<th>{d}</th>" for d in dtypes) + "</tr>"]
+    for op in ops:
+        cells = []
+        for d in dtypes:
+            cell = matrix.get(f"{op}:{d}")
+            if cell is None:
+                cells.append("<td></td>")
+                continue
+            title = html.escape(f"{cell['how']} via {cell['provider'] or '-'}: {cell['counts']}")
+            label = html.escape(cell["provider"] or cell["how"] or "")
+            cells.append(f'<td style="background:{COLORS[cell["verdict"]]}" title="{title}">{label}</td>')
+        rows.append(f"<tr><th>{html.escape(op)}</th>{''.join(cells)}</tr>")
+    return "<table class=m>" + "\n".join(rows) + "</table>"
+
+
+def html_page(report: dict[str, Any], limit: int = 300) -> str:
+    esc = html.escape
+    levels = "".join(
+        f"<tr><td>{n}</td><td>{esc(lv['name'])}</td><td>{esc(lv['status'])}</td><td>{esc(lv['reason'])}</td>"
+        f"<td>{esc(', '.join(f'{v} {c}' for v, c in lv['counts'].items()))}</td></tr>"
+        for n, lv in report["levels"].items())
+    legend = " ".join(f'<span style="background:{c};padding:2px 6px;color:#fff">{v}</span>' for v, c in COLORS.items())
+    failures = []
+    for c in _bad(report)[:limit]:
+        stats = ", ".join(f"{k} {c[k]:.3g}" for k in ("max_abs_error", "max_rel_error", "max_ulp") if c.get(k) is not None)
+        failures.append(f"<details><summary><code>{esc(c['id'])}</code> <b>{c['verdict']}</b> {esc(stats)} "
+                        f"{esc(str(c.get('tolerance', '')))}</summary><pre>{esc(c.get('message', ''))}</pre>"
+                        f"<pre>{esc(c.get('reproducer', ''))}</pre></details>")
+    env = report["environment"]
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Ember conformance: {esc(report['device'])}</title>
+<style>body{{font-family:sans-serif;margin:2em}} table.m td{{min-width:3em;font-size:11px;color:#fff}}
+table{{border-collapse:collapse}} td,th{{border:1px solid #ddd;padding:2px 6px}} pre{{background:#f5f5f5;padding:8px;
+overflow:auto}}</style></head><body>
+<h1>Ember conformance: {esc(report['device'])}</h1>
+<p>{esc(passed_levels(report))}</p>
+<p>ember {esc(env['ember'])}, suite {esc(env['suite'])}, ABI {esc(env['abi'])}, Python {esc(env['python'])},
+{esc(env['platform'])}; {len(report['cases'])} cases in {report['seconds']} s; created {esc(report['created'])}</p>
+<h2>Levels</h2><table><tr><th>level</th><th>what</th><th>status</th><th>reason</th><th>verdicts</th></tr>{levels}</table>
+<h2>Ops x dtypes</h2><p>{legend}. Each cell names the provider that served it (or how it ran); hover for counts.</p>
+{_matrix_html(report)}
+<h2>Failures</h2>{''.join(failures) or '<p>none</p>'}
+</body></html>
+"""
+
+
+def write_all(report: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(report, out / "report.json")
+    (out / "summary.md").write_text(markdown(report))
+    (out / "report.html").write_text(html_page(report))

@@ -1,0 +1,40 @@
+"""Which generator makes the samples of an op: by name for ops with their own rules, else by family."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ember_conformance.samples import data, elementwise, linalg, randomness, reductions, sorting
+from ember_conformance.samples.base import Sample
+
+Generator = Callable[[Any, str, str, int], list[Sample]]
+
+BY_NAME: dict[str, Generator] = {
+    "astype": data.astype, "copy": data.copy, "full": data.full, "where": data.where, "take": data.take,
+    "index_put": data.index_put, "nonzero": data.nonzero, "concat": data.concat, "stack": data.stack,
+    "tril": data.triangle, "triu": data.triangle, "repeat": data.repeat, "roll": data.roll, "tile": data.tile,
+    "unstack": data.unstack, "clip": data.clip, "relu": elementwise.unary,
+    "mean": reductions.reduction, "var": reductions.reduction, "std": reductions.reduction,
+    "count_nonzero": reductions.reduction,
+    "vecdot": linalg.vecdot, "tensordot": linalg.tensordot, "conv2d": linalg.conv2d,
+    "unique_all": sorting.unique, "unique_counts": sorting.unique, "unique_inverse": sorting.unique,
+    "unique_values": sorting.unique, "bernoulli": randomness.bernoulli, "permutation": randomness.permutation,
+}
+BY_FAMILY: dict[str, Generator] = {
+    "unary": elementwise.unary, "binary": elementwise.binary, "reduction": reductions.reduction,
+    "arg_reduction": reductions.arg_reduction, "scan": reductions.scan, "sort": sorting.sort,
+    "searchsorted": sorting.searchsorted, "matmul": linalg.matmul, "random": randomness.random_op,
+    "copy": data.copy, "fill": data.full, "where": data.where, "take": data.take, "put": data.index_put,
+    "nonzero": data.nonzero,
+}
+
+
+def generator_for(schema: Any) -> Generator | None:
+    return BY_NAME.get(schema.name) or BY_FAMILY.get(schema.family)
+
+
+def samples_for(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    """The samples of one op in one dtype (level 1 adds error inputs and integer-input samples)."""
+    generator = generator_for(schema)
+    return [] if generator is None else generator(schema, dtype, device, level)
