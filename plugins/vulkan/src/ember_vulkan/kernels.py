@@ -1,0 +1,313 @@
+"""ember-vulkan's kernel table: op name -> a function ``kernel(out, *inputs, **attrs)`` (the core's
+calling convention) that validates its tensors, writes the shapes and strides a shader needs, and
+records one dispatch (two for long reductions) on the tensors' device.
+
+Every tensor is checked before anything reaches the driver: its handle must be a live allocation
+of this device and the elements its view touches must lie inside it, with offsets a 32-bit shader
+index can reach.  Adjacent dims that are contiguous in every operand are merged first, so the
+shaders' index arithmetic is usually one division per operand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ember_core.errors import ShapeError, UnsupportedOpError
+from ember_core.tensor import span
+from ember_vulkan import catalog, runtime
+from ember_vulkan.catalog import name_of
+from ember_vulkan.runtime import MAX_ELEMENTS, PARAMS, VulkanDevice
+
+REDUCE_CHUNK = 4096  # elements of one row a workgroup reduces before a second pass combines them
+MATMUL_TILE = 64  # output tile of matmul.comp
+
+
+# ---- validation and layout --------------------------------------------------------------------
+
+def _device(t: Any) -> VulkanDevice:
+    return runtime.device(t.device.index)
+
+
+def _address(dev: VulkanDevice, t: Any) -> int:
+    """The device address of t's storage, after checking every element t's view touches."""
+    if t.size == 0:
+        return 0
+    lo, hi = span(t.shape, t.strides, t.offset)
+    if lo < 0 or hi > MAX_ELEMENTS:
+        raise ShapeError(f"ember-vulkan addresses at most {MAX_ELEMENTS + 1} elements per storage; "
+                         f"this view reaches element {hi}")
+    dev.checked(t.handle, lo * t.itemsize, (hi - lo + 1) * t.itemsize)
+    return t.handle
+
+
+def _flat_address(dev: VulkanDevice, t: Any) -> int:
+    """The address of t's first element, for the contiguous outputs shaders index from 0."""
+    return _address(dev, t) + t.offset * t.itemsize
+
+
+def _coalesce(shape: tuple[int, ...], *stride_sets: tuple[int, ...]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge a dim into the next wherever every operand steps over the next
+    one exactly once per step of it."""
+    out_shape: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in stride_sets]
+    for i, n in enumerate(shape):
+        if n == 1:
+            continue
+        if out_shape and all(st[-1] == s[i] * n for st, s in zip(out_strides, stride_sets)):
+            out_shape[-1] *= n
+            for st, s in zip(out_strides, stride_sets):
+                st[-1] = s[i]
+            continue
+        out_shape.append(n)
+        for st, s in zip(out_strides, stride_sets):
+            st.append(s[i])
+    return out_shape, out_strides
+
+
+def _elementwise(variant: str, op: int, out: Any, *ins: Any) -> None:
+    """One strided dispatch over out's elements: params are [ndim, shape, then offset and strides
+    of out and of each input]."""
+    n = out.size
+    if n == 0:
+        return
+    if n > MAX_ELEMENTS:
+        raise ShapeError(f"ember-vulkan handles at most {MAX_ELEMENTS} elements per op, got {n}")
+    dev = _device(out)
+    tensors = (out, *ins)
+    addresses = [_address(dev, t) for t in tensors]
+    shape, strides = _coalesce(out.shape, *(t.strides for t in tensors))
+    params = [len(shape), *shape]
+    for t, st in zip(tensors, strides):
+        params += [t.offset, *st]
+    fmt = "<" + "Q" * (len(tensors) + 1) + "I"
+    dev.dispatch(variant, (dev.groups_for(n), 1, 1), fmt, (*addresses, PARAMS, n), params, op)
+
+
+# ---- elementwise families ------------------------------------------------------------------------
+
+def _unary(name: str) -> Callable[..., None]:
+    op = catalog.op_code(catalog.UNARY, name)
+
+    def kernel(out: Any, x: Any) -> None:
+        _elementwise(name_of("unary", A=x.dtype.name, O=out.dtype.name), op, out, x)
+
+    return kernel
+
+
+def _binary(name: str) -> Callable[..., None]:
+    op = catalog.op_code(catalog.BINARY, name)
+
+    def kernel(out: Any, a: Any, b: Any) -> None:
+        _elementwise(name_of("binary", A=a.dtype.name, B=b.dtype.name, O=out.dtype.name), op, out, a, b)
+
+    return kernel
+
+
+def where(out: Any, cond: Any, a: Any, b: Any) -> None:
+    d = out.dtype.name
+    _elementwise(name_of("where", A="bool", B=d, C=d, O=d), 0, out, cond, a, b)
+
+
+def copy(out: Any, x: Any) -> None:
+    """copy / astype into any strided view; a destination dtype without shaders (float64,
+    complex...) converts on the host and is written back through the transfer hooks."""
+    if out.dtype.name in catalog.STORAGE:
+        _elementwise(name_of("copy", A=x.dtype.name, O=out.dtype.name), 0, out, x)
+        return
+    from ember_core import transfer
+
+    transfer.write_from_host(out, transfer.host_view(x).astype(out.dtype))
+
+
+def full(out: Any, *, value: Any) -> None:
+    n = out.size
+    if n == 0:
+        return
+    dev = _device(out)
+    bits = np.asarray(value, dtype=out.dtype.numpy).reshape(1).view(f"u{out.itemsize}")[0]
+    dev.dispatch(f"fill.w{out.itemsize}", (dev.groups_for(n), 1, 1), "<QQII",
+                 (_address(dev, out), int(bits), out.offset, n))
+
+
+# ---- reductions ----------------------------------------------------------------------------------
+
+def _reduce(name: str) -> Callable[..., None]:
+    op = catalog.op_code(catalog.REDUCE, name)
+    result = catalog.REDUCE[name][1]
+
+    def kernel(out: Any, x: Any, *, axes: tuple[int, ...]) -> None:
+        rows, row_len = out.size, math.prod(x.shape[x.ndim - len(axes):])
+        if rows == 0:
+            return
+        dev = _device(out)
+        kept = x.ndim - len(axes)
+        outer, (outer_strides,) = _coalesce(x.shape[:kept], x.strides[:kept])
+        inner, (inner_strides,) = _coalesce(x.shape[kept:], x.strides[kept:])
+        params = [len(outer), len(inner), x.offset, *outer, *outer_strides, *inner, *inner_strides]
+        src, dst = x.dtype.name, out.dtype.name
+        x_at, out_at = _address(dev, x), _flat_address(dev, out)
+        if row_len <= REDUCE_CHUNK:
+            _reduce_pass(dev, name_of("reduce", A=src, O=dst), op, out_at, x_at, params, rows, 1, row_len, row_len)
+            return
+        chunks = -(-row_len // REDUCE_CHUNK)
+        partial = catalog.partial_dtype(src, result)
+        with dev.lock:  # the partials live until the second pass is recorded
+            scratch = dev.alloc(rows * chunks * catalog.STORAGE[partial].itemsize)
+            try:
+                _reduce_pass(dev, name_of("reduce", A=src, O=partial), op, scratch, x_at, params, rows, chunks,
+                             REDUCE_CHUNK, row_len)
+                _reduce_pass(dev, name_of("reduce", A=partial, O=dst), op, out_at, scratch,
+                             [1, 1, 0, rows, chunks, chunks, 1], rows, 1, chunks, chunks)
+            finally:
+                dev.free(scratch)
+
+    return kernel
+
+
+def _reduce_pass(dev: VulkanDevice, variant: str, op: int, out_at: int, x_at: int, params: list[int], rows: int,
+                 chunks: int, chunk_len: int, row_len: int) -> None:
+    groups = rows * chunks
+    dev.dispatch(variant, (min(groups, dev.max_groups[0]), 1, 1), "<QQQIIII",
+                 (out_at, x_at, PARAMS, groups, chunks, chunk_len, row_len), params, op)
+
+
+def _arg_reduce(name: str) -> Callable[..., None]:
+    op = catalog.ARG_REDUCE.index(name)
+
+    def kernel(out: Any, x: Any) -> None:
+        rows, row_len = out.size, x.shape[-1]
+        if rows == 0:
+            return
+        dev = _device(out)
+        outer, (outer_strides,) = _coalesce(x.shape[:-1], x.strides[:-1])
+        params = [len(outer), 1, x.offset, *outer, *outer_strides, row_len, x.strides[-1]]
+        dev.dispatch(name_of("argreduce", A=x.dtype.name), (min(rows, dev.max_groups[0]), 1, 1), "<QQQII",
+                     (_flat_address(dev, out), _address(dev, x), PARAMS, rows, row_len), params, op)
+
+    return kernel
+
+
+# ---- matmul --------------------------------------------------------------------------------------
+
+def matmul(out: Any, a: Any, b: Any) -> None:
+    """(..., M, K) @ (..., K, N); the grid is split where it exceeds the device's group counts."""
+    if out.size == 0:
+        return
+    if out.size > MAX_ELEMENTS:
+        raise ShapeError(f"ember-vulkan handles at most {MAX_ELEMENTS} output elements per matmul")
+    dev = _device(out)
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch, (a_batch, b_batch) = _coalesce(a.shape[:-2], a.strides[:-2], b.strides[:-2])
+    params = [len(batch), m, n, k, a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2], b.strides[-1],
+              *batch, *a_batch, *b_batch]
+    addresses = (_flat_address(dev, out), _address(dev, a), _address(dev, b))
+    grid = (-(-n // MATMUL_TILE), -(-m // MATMUL_TILE), math.prod(batch))
+    limit = dev.max_groups
+    for z in range(0, grid[2], limit[2]):
+        for y in range(0, grid[1], limit[1]):
+            for x in range(0, grid[0], limit[0]):
+                groups = (min(limit[0], grid[0] - x), min(limit[1], grid[1] - y), min(limit[2], grid[2] - z))
+                dev.dispatch(name_of("matmul", A=a.dtype.name), groups, "<QQQQIII", (*addresses, PARAMS, x, y, z),
+                             params)
+
+
+# ---- indexing ------------------------------------------------------------------------------------
+
+def take(out: Any, x: Any, idx: Any) -> None:
+    """out (outer, m, inner) = x (outer, n, inner) at idx; indices arrive validated by the core."""
+    outer, m, inner = out.shape
+    if out.size == 0:
+        return
+    dev = _device(out)
+    fields = (_flat_address(dev, out), _address(dev, x), _address(dev, idx), outer, m, inner, x.shape[1],
+              x.offset, *x.strides, idx.offset)
+    dev.dispatch(name_of("take", A=x.dtype.name, O=out.dtype.name), (dev.groups_for(out.size), 1, 1),
+                 "<QQQIIIiiiiii", fields)
+
+
+def index_put(x: Any, idx: Any, values: Any, *, accumulate: bool) -> None:
+    """x (outer, n, inner)[:, idx, :] = (or +=) values (outer, m, inner)."""
+    outer, n, inner = x.shape
+    m = idx.shape[0]
+    if outer * inner * m == 0:
+        return
+    dev = _device(x)
+    fields = (_address(dev, x), _address(dev, idx), _address(dev, values), outer, inner, m, int(accumulate), n,
+              x.offset, *x.strides, values.offset, *values.strides, idx.offset)
+    dev.dispatch(name_of("put", A=x.dtype.name, O=x.dtype.name), (dev.groups_for(outer * inner), 1, 1),
+                 "<QQQIIIIiiiiiiiiii", fields)
+
+
+# ---- random --------------------------------------------------------------------------------------
+
+def _key(seed: int, offset: int) -> tuple[int, int, int]:
+    if not (0 <= seed < 2**64 and 0 <= offset < 2**64):
+        raise ValueError(f"ember-vulkan: seed and offset must be in [0, 2**64), got {seed}, {offset}")
+    return seed & 0xFFFFFFFF, seed >> 32, offset
+
+
+def random_uniform(out: Any, *, seed: int, offset: int, low: float, high: float) -> None:
+    n = out.size
+    if n == 0:
+        return
+    dev = _device(out)
+    k0, k1, offset = _key(seed, offset)
+    bits = 24 if out.dtype.name == "float32" else 11
+    dev.dispatch(name_of("random_uniform", O=out.dtype.name), (dev.groups_for(-(-n // 4)), 1, 1), "<QQIIIIff",
+                 (_flat_address(dev, out), offset, n, k0, k1, bits, low, high))
+
+
+def random_normal(out: Any, *, seed: int, offset: int, mean: float, std: float) -> None:
+    n = out.size
+    if n == 0:
+        return
+    dev = _device(out)
+    if not dev.has_float64:
+        raise UnsupportedOpError(f"ember-vulkan: random_normal reproduces the shared stream in double precision, "
+                                 f"which {dev.name} lacks (shaderFloat64); draw on the cpu and move the result")
+    k0, k1, offset = _key(seed, offset)
+    dev.dispatch(name_of("random_normal", O=out.dtype.name), (dev.groups_for(-(-n // 2)), 1, 1), "<QQddIII",
+                 (_flat_address(dev, out), offset, mean, std, n, k0, k1))
+
+
+def random_integers(out: Any, *, seed: int, offset: int, low: int, high: int) -> None:
+    n = out.size
+    if n == 0:
+        return
+    dev = _device(out)
+    k0, k1, offset = _key(seed, offset)
+    dev.dispatch(name_of("random_integers", O=out.dtype.name), (dev.groups_for(-(-n // 2)), 1, 1), "<QQQqIII",
+                 (_flat_address(dev, out), offset, high - low, low, n, k0, k1))
+
+
+KERNELS: dict[str, Callable[..., None]] = {
+    **{name: _unary(name) for name in catalog.UNARY},
+    **{name: _binary(name) for name in catalog.BINARY},
+    "where": where,
+    "copy": copy,
+    "astype": copy,
+    "full": full,
+    **{name: _reduce(name) for name in catalog.REDUCE},
+    **{name: _arg_reduce(name) for name in catalog.ARG_REDUCE},
+    "matmul": matmul,
+    "take": take,
+    "index_put": index_put,
+    "random_uniform": random_uniform,
+    "random_normal": random_normal,
+    "random_integers": random_integers,
+}
+
+
+def claimed_dtypes() -> dict[str, tuple[str, ...]]:
+    """op -> the dtypes its shaders serve: what manifest.toml must claim (a test holds them equal)."""
+    table = {name: dtypes for name, (dtypes, _) in {**catalog.UNARY, **catalog.BINARY, **catalog.REDUCE}.items()}
+    table |= {name: catalog.DTYPES for name in ("where", "copy", "astype", "full", "take", "index_put",
+                                                *catalog.ARG_REDUCE)}
+    table["matmul"] = catalog.MATMUL_DTYPES
+    table |= catalog.RANDOM
+    return table

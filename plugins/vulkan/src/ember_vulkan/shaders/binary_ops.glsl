@@ -1,0 +1,81 @@
+// O_T apply(A_T a, A_T b): the binary op selected by the specialization constant OP.
+#if defined(A_IS_FLOAT)
+#include "floatmath.glsl"
+#endif
+
+#if defined(A_IS_BOOL)
+bool apply(bool a, bool b) {
+    switch (OP) {
+        case BOP_LOGICAL_AND: case BOP_BITWISE_AND: return a && b;
+        case BOP_LOGICAL_OR: case BOP_BITWISE_OR: return a || b;
+        case BOP_EQUAL: return a == b;
+    }
+    return a != b;  // logical_xor, bitwise_xor, not_equal
+}
+#elif defined(O_IS_BOOL)
+bool apply(A_T a, A_T b) {
+    switch (OP) {
+        case BOP_EQUAL: return a == b;
+        case BOP_NOT_EQUAL: return a != b;  // true when either is NaN
+        case BOP_LESS: return a < b;
+        case BOP_LESS_EQUAL: return a <= b;
+        case BOP_GREATER: return a > b;
+    }
+    return a >= b;
+}
+#elif defined(A_IS_INT)
+A_T apply(A_T a, A_T b) {
+    const A_T zero = A_T(0), minus_one = A_T(-1);
+    switch (OP) {
+        case BOP_ADD: return a + b;  // wraps
+        case BOP_SUBTRACT: return a - b;
+        case BOP_MULTIPLY: return a * b;
+        case BOP_MAXIMUM: return max(a, b);
+        case BOP_MINIMUM: return min(a, b);
+        case BOP_BITWISE_AND: return a & b;
+        case BOP_BITWISE_OR: return a | b;
+        case BOP_BITWISE_XOR: return a ^ b;
+        case BOP_FLOOR_DIVIDE: {  // x // 0 = 0 and MIN // -1 = MIN (wraps), as ember-cpu
+            if (b == zero) return zero;
+            if (b == minus_one) return -a;
+            A_T q = a / b;  // truncates toward zero
+            return (a - q * b != zero && (a < zero) != (b < zero)) ? q - A_T(1) : q;
+        }
+        case BOP_REMAINDER: {  // the sign of the divisor; x % 0 = 0
+            if (b == zero || b == minus_one) return zero;
+            A_T r = a - (a / b) * b;
+            return (r != zero && (r < zero) != (b < zero)) ? r + b : r;
+        }
+    }
+    return a;
+}
+#else
+float apply(float a, float b) {
+    const float nan = uintBitsToFloat(0x7fc00000u);
+    switch (OP) {
+        case BOP_ADD: return a + b;
+        case BOP_SUBTRACT: return a - b;
+        case BOP_MULTIPLY: return a * b;
+        case BOP_DIVIDE: return a / b;
+        case BOP_MAXIMUM: return isnan(a) || isnan(b) ? nan : max(a, b);
+        case BOP_MINIMUM: return isnan(a) || isnan(b) ? nan : min(a, b);
+        case BOP_COPYSIGN: return copysign_f(a, b);
+        case BOP_HYPOT: {
+            if (isinf(a) || isinf(b)) return uintBitsToFloat(0x7f800000u);
+            if (isnan(a) || isnan(b)) return nan;
+            float hi = max(abs(a), abs(b)), lo = min(abs(a), abs(b));
+            if (hi == 0.0) return 0.0;
+            float r = lo / hi;
+            return hi * sqrt(1.0 + r * r);
+        }
+        case BOP_LOGADDEXP: {
+            if (isnan(a) || isnan(b)) return nan;
+            if (a == b) return a + LN2;  // also both infinite of one sign
+            float hi = max(a, b);
+            if (isinf(hi)) return hi;
+            return hi + log1p_f(exp(-abs(a - b)));
+        }
+    }
+    return a;
+}
+#endif
