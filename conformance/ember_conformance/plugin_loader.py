@@ -34,11 +34,17 @@ def _load_object(spec: str) -> Any:
     return obj() if isinstance(obj, type) else obj
 
 
+_done: set[str] = set()
+
+
 def register_all(specs: list[str]) -> None:
-    """Register each plugin; a failure is recorded for the level-0 discovery check, not raised."""
+    """Register each plugin once; a failure is recorded for the level-0 discovery check, not raised."""
     from ember_core import plugins
 
     for spec in specs:
+        if spec in _done:
+            continue
+        _done.add(spec)
         try:
             plugins.register(_load_object(spec))
         except Exception as exc:  # the vendor's code: report it as a contract failure

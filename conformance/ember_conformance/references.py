@@ -140,7 +140,7 @@ ACCUMULATING = frozenset({"sum", "cumulative_sum", "matmul", "vecdot", "tensordo
 
 def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The scale an accumulating op's error is judged against (None: the result's own magnitude)."""
-    if op in ACCUMULATING:
+    if op in ACCUMULATING and args:
         return REFERENCES[op](*(np.abs(a) if isinstance(a, np.ndarray) else a for a in args), **kwargs)
     if op in ("var", "std"):  # cancellation in x - mean: judge against the mean square
         x = args[0]

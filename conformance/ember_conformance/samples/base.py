@@ -31,7 +31,6 @@ class Sample:
     returns None on success or a failure message; ``code`` is then its reproducer body.
     ``expression``: Python code over ``x`` and ``xp`` (ember_core or numpy) run on both; a
     statement (an assignment) is judged by the ``x`` it leaves (views, indexing, in-place writes).
-    ``magnitude``: the reference applied to |inputs| bounds the error (accumulating ops).
     """
 
     name: str
@@ -39,7 +38,6 @@ class Sample:
     kwargs: dict[str, Any] = field(default_factory=dict)
     error: type[BaseException] | tuple[type[BaseException], ...] | None = None
     reference: Callable[..., Any] | None = None
-    magnitude: bool = False
     custom: Callable[[str, str], str | None] | None = None
     code: str = ""
     expression: str | None = None

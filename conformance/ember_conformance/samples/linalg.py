@@ -16,7 +16,7 @@ _LOW, _HIGH = -3.0, 3.0
 def _pair(rng: np.random.Generator, dtype: str, name: str, s1: tuple[int, ...], s2: tuple[int, ...],
           l1: str = "contiguous", l2: str = "contiguous", **kw: Any) -> Sample:
     return Sample(name, (Arr(typical(rng, s1, dtype, _LOW, _HIGH), dtype, l1),
-                         Arr(typical(rng, s2, dtype, _LOW, _HIGH), dtype, l2)), kw, magnitude=True)
+                         Arr(typical(rng, s2, dtype, _LOW, _HIGH), dtype, l2)), kw)
 
 
 def matmul(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
@@ -64,7 +64,7 @@ def conv2d(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
                                  Arr(typical(rng, w, dtype, _LOW, _HIGH), dtype))
         if bias:
             args += (Arr(typical(rng, (w[0],), dtype, _LOW, _HIGH), dtype),)
-        return Sample(name, args, kw, magnitude=True)
+        return Sample(name, args, kw)
 
     out = [s("basic", (2, 3, 7, 7), (4, 3, 3, 3)), s("no-bias", (1, 2, 5, 6), (3, 2, 2, 3), bias=False),
            s("stride-padding-dilation", (2, 3, 9, 8), (4, 3, 3, 3), stride=2, padding=1, dilation=2),

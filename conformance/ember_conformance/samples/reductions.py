@@ -84,7 +84,7 @@ def scan(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
     x = _values(op, dtype, rng, (3, 4, 5))
 
     def s(name: str, values: np.ndarray = x, layout: str = "contiguous", **kw: Any) -> Sample:
-        return Sample(name, (Arr(values, dtype, layout),), kw, magnitude=op == "cumulative_sum")
+        return Sample(name, (Arr(values, dtype, layout),), kw)
 
     out = [s("axis-0", axis=0), s("axis-1", axis=1), s("axis-minus-1", axis=-1), s("1-d", x[0, 0]),
            s("include-initial", axis=1, include_initial=True), s("transposed-axis-0", layout="transposed", axis=0),

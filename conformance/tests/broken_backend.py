@@ -1,0 +1,144 @@
+"""A deliberately broken backend (device type ``broken``), to prove the suite's verdicts.
+
+numpy-backed memory, correct ``full``/``copy``/``astype``/``negative``, and one fault per op:
+
+* ``add``: a wrong result (off by 1e-3 relative)       -> fail
+* ``multiply``: segfaults on the 1031-element sample   -> crash, and the run goes on
+* ``subtract``: hangs on the 1031-element sample       -> timeout, and the run goes on
+* ``maximum``: wrong, but declared xfail               -> xfail
+* ``abs``: the manifest claims float64, the kernel only does float32 -> fail (a lying manifest)
+* everything else runs through the CPU fallback        -> fallback
+
+``NoSync`` (device type ``nosync``) lacks the required ``ember_synchronize`` hook: registering it fails.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ember_core.plugins import ABI_MAJOR, ABI_MINOR, PluginInfo, hookimpl
+
+MANIFEST = Path(__file__).with_name("broken_manifest.toml")
+_NP = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "bool": np.bool_, "int32": np.int32}
+LONG = 1031  # the size of the suite's "long" elementwise sample
+
+
+def _view(t: Any) -> np.ndarray:
+    dtype = np.dtype(_NP[t.dtype.name])
+    flat = t.handle.view(dtype)
+    return np.lib.stride_tricks.as_strided(flat[t.offset:], shape=t.shape,
+                                           strides=tuple(s * dtype.itemsize for s in t.strides))
+
+
+def _full(out: Any, *, value: Any) -> None:
+    _view(out)[...] = value
+
+
+def _copy(out: Any, x: Any) -> None:
+    _view(out)[...] = _view(x)
+
+
+def _add(out: Any, a: Any, b: Any) -> None:
+    r = _view(a) + _view(b)
+    _view(out)[...] = r + 1e-3 * np.abs(r) + 1e-3
+
+
+def _multiply(out: Any, a: Any, b: Any) -> None:
+    if out.shape == (LONG,):
+        ctypes.string_at(0)  # a null-pointer read: the worker dies with SIGSEGV
+    np.multiply(_view(a), _view(b), out=_view(out))
+
+
+def _subtract(out: Any, a: Any, b: Any) -> None:
+    if out.shape == (LONG,):
+        time.sleep(3600)
+    np.subtract(_view(a), _view(b), out=_view(out))
+
+
+def _maximum(out: Any, a: Any, b: Any) -> None:
+    _view(out)[...] = np.maximum(_view(a), _view(b)) + 1
+
+
+def _negative(out: Any, x: Any) -> None:
+    np.negative(_view(x), out=_view(out))
+
+
+def _abs(out: Any, x: Any) -> None:
+    if x.dtype.name != "float32":
+        raise TypeError(f"abs: this kernel only handles float32, got {x.dtype.name}")
+    np.abs(_view(x), out=_view(out))
+
+
+class Broken:
+    name = "broken"
+    device_types = ("broken",)
+
+    @hookimpl
+    def ember_plugin_info(self) -> PluginInfo:
+        return PluginInfo(name=self.name, version="0.0.1", abi=(ABI_MAJOR, ABI_MINOR), device_types=self.device_types,
+                          manifest=MANIFEST, package=f"ember-{self.name}")
+
+    @hookimpl
+    def ember_kernels(self, device_type: str) -> dict[str, Any]:
+        if device_type != "broken":
+            return {}
+        return {"full": _full, "copy": _copy, "astype": _copy, "add": _add, "multiply": _multiply,
+                "subtract": _subtract, "maximum": _maximum, "negative": _negative, "abs": _abs}
+
+    @hookimpl
+    def ember_device_count(self, device_type: str) -> int:
+        return 1
+
+    @hookimpl
+    def ember_device_unavailable_reason(self, device_type: str) -> str | None:
+        return None
+
+    @hookimpl
+    def ember_device_properties(self, device: Any) -> dict[str, Any]:
+        return {"name": "deliberately broken device", "driver": "none"}
+
+    @hookimpl
+    def ember_alloc(self, device: Any, nbytes: int) -> Any:
+        Broken.live += nbytes
+        Broken.peak = max(Broken.peak, Broken.live)
+        return np.zeros(nbytes, np.uint8)
+
+    live = peak = 0
+
+    @hookimpl
+    def ember_free(self, device: Any, handle: Any) -> None:
+        Broken.live -= handle.nbytes
+
+    @hookimpl
+    def ember_memory_stats(self, device: Any) -> dict[str, int]:
+        return {"allocated_bytes": Broken.live, "peak_bytes": Broken.peak}
+
+    @hookimpl
+    def ember_copy_from_host(self, device: Any, dst: Any, dst_offset: int, src: memoryview) -> None:
+        dst[dst_offset:dst_offset + src.nbytes] = np.frombuffer(src, np.uint8)
+
+    @hookimpl
+    def ember_copy_to_host(self, device: Any, src: Any, src_offset: int, dst: memoryview) -> None:
+        np.frombuffer(dst, np.uint8)[...] = src[src_offset:src_offset + dst.nbytes]
+
+    @hookimpl
+    def ember_copy_on_device(self, device: Any, dst: Any, dst_offset: int, src_device: Any, src: Any,
+                             src_offset: int, nbytes: int) -> None:
+        dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
+
+    @hookimpl
+    def ember_synchronize(self, device: Any) -> None:
+        pass
+
+
+class NoSync(Broken):
+    """The same device without ``ember_synchronize``: the core must refuse to register it."""
+
+    name = "nosync"
+    device_types = ("nosync",)
+    ember_synchronize = None  # type: ignore[assignment]

@@ -1,0 +1,92 @@
+"""The suite judges a deliberately broken backend (broken_backend.py) exactly as it should: a wrong
+result fails, a segfault is a crash and a hang a timeout (and the run goes on), a declared xfail is
+xfail, a lying manifest fails the level-0 honesty check, unclaimed ops fall back, and a plugin
+missing a required hook fails discovery."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+OPS = "add,multiply,subtract,maximum,abs,negative,sin"
+
+
+def _run(tmp: Path, plugin: str, device: str, *extra: str) -> tuple[int, str, dict]:
+    cmd = [sys.executable, "-m", "ember_conformance", "run", "--device", device, "--plugin",
+           f"{HERE / 'broken_backend.py'}:{plugin}", "--out", str(tmp), "--no-progress", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    report = json.loads((tmp / "report.json").read_text())
+    return proc.returncode, proc.stdout, {c["id"]: c for c in report["cases"]}
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict]:
+    return _run(tmp_path_factory.mktemp("broken"), "Broken", "broken", "--level", "2", "--ops", OPS,
+                "--dtypes", "float32", "float64", "--timeout", "3")
+
+
+def test_wrong_result_fails_with_statistics_and_reproducer(broken: tuple[int, str, dict]) -> None:
+    case = broken[2]["L1/add/float32/same-shape"]
+    assert case["verdict"] == "fail"
+    assert case["max_abs_error"] > 0 and case["max_rel_error"] > 1e-4 and case["max_ulp"] > 1000
+    assert set(case["tolerance"]) == {"rtol", "atol"}
+    compile(case["reproducer"], "<reproducer>", "exec")
+    assert "em.ops.call('add', x1, x2)" in case["reproducer"]
+    assert broken[2]["L1/add/float32/zero-size"]["verdict"] == "pass"  # no element, nothing wrong
+    assert broken[2]["L1/add/float32/error-shape-mismatch"]["verdict"] == "pass"
+
+
+def test_segfault_is_a_crash_and_the_run_goes_on(broken: tuple[int, str, dict]) -> None:
+    cases = broken[2]
+    assert cases["L1/multiply/float32/long"]["verdict"] == "crash"
+    assert "signal 11" in cases["L1/multiply/float32/long"]["message"]
+    assert cases["L1/multiply/float32/scalar-right"]["verdict"] == "pass"  # after the crash
+
+
+def test_hang_is_a_timeout_and_the_run_goes_on(broken: tuple[int, str, dict]) -> None:
+    cases = broken[2]
+    assert cases["L1/subtract/float32/long"]["verdict"] == "timeout"
+    assert cases["L1/subtract/float32/scalar-right"]["verdict"] == "pass"
+
+
+def test_declared_xfail(broken: tuple[int, str, dict]) -> None:
+    case = broken[2]["L1/maximum/float32/same-shape"]
+    assert case["verdict"] == "xfail"
+    assert "off on purpose" in case["message"]
+
+
+def test_lying_manifest(broken: tuple[int, str, dict]) -> None:
+    cases = broken[2]
+    assert cases["L2/abs/float64/contiguous"]["verdict"] == "fail"
+    assert cases["L1/abs/float32/contiguous"]["verdict"] == "pass"
+    honesty = cases["L0/manifest-claims/-/check"]
+    assert honesty["verdict"] == "fail"
+    assert "abs:float64 (broken)" in honesty["message"] and "add:float32 (broken)" in honesty["message"]
+
+
+def test_unclaimed_ops_fall_back_and_correct_ones_pass(broken: tuple[int, str, dict]) -> None:
+    cases = broken[2]
+    assert cases["L1/sin/float32/contiguous"]["verdict"] == "fallback"
+    assert cases["L1/sin/float32/contiguous"]["how"] == "fallback"
+    assert cases["L1/negative/float32/strided"]["verdict"] == "pass"
+    assert cases["L1/negative/float32/strided"]["provider"] == "broken"
+
+
+def test_exit_code_and_final_line(broken: tuple[int, str, dict]) -> None:
+    code, out, cases = broken
+    assert code == 1
+    assert "broken: passed no level; level 0 failed" in out.splitlines()[-1]
+    assert cases["L0/copies/float32/check"]["verdict"] == "pass"  # the contract parts it does keep
+
+
+def test_missing_hook_fails_discovery(tmp_path: Path) -> None:
+    code, out, cases = _run(tmp_path, "NoSync", "nosync", "--level", "1", "--ops", "add")
+    assert code == 1
+    discovery = cases["L0/discovery/-/check"]
+    assert discovery["verdict"] == "fail" and "ember_synchronize" in discovery["message"]
+    assert cases["L1/device/-/unusable"]["verdict"] == "skip"
