@@ -28,6 +28,7 @@ from ember_core.creation import (
 )
 from ember_core.device import Device, as_device, default_device, empty_cache, set_default_device
 from ember_core.dispatch import fallback_policy, fallback_report, providers, reset_fallback_report
+from ember_core.dispatch import trace as trace_dispatch
 from ember_core.dtypes import (
     DType,
     bfloat16,

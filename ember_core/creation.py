@@ -172,7 +172,15 @@ def copy_to_device(x: Tensor, device: Device) -> Tensor:
 
 
 def copy_into(dst: Tensor, src: Tensor) -> None:
-    """Write src (broadcast to dst's shape, converted to dst's dtype) into the view dst."""
+    """Write src (broadcast to dst's shape, converted to dst's dtype) into the view dst.
+
+    Every in-place write goes through here, so this is where autograd rebases the history of
+    the written storage (``autograd.storage_grad``)."""
+    from ember_core.autograd import storage_grad
+
+    recorded = storage_grad.needs_rebase(dst, src)
+    if recorded:
+        storage_grad.check_leaf(dst)
     if src.device is not dst.device:
         src = copy_to_device(src, dst.device)
     elif src._storage is dst._storage and _may_overlap(src, dst):
@@ -184,6 +192,8 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
     schema = REGISTRY["copy"]
     run(schema, resolve(schema, dst.device, src.dtype, None), (dst,), (src,), {})
     dst._storage.version += 1
+    if recorded:
+        storage_grad.rebase(dst, src)
 
 
 def _may_overlap(a: Tensor, b: Tensor) -> bool:

@@ -13,6 +13,10 @@ in the working directory or at ``$EMBER_CONFIG``::
 
 The configuration is read once per process (on first use).  Decisions are cached per (op, device
 type, dtype, preferences); the caches are dropped whenever plugins are (un)registered.
+
+A kernel may decline a call whose parameters it does not support by returning ``NotImplemented``;
+the next provider in rank order then runs it (``Choice.next``), down to the composite or the
+fallback.  ``trace()`` records which provider served each call.
 """
 
 from __future__ import annotations
@@ -43,20 +47,46 @@ class FallbackWarning(UserWarning):
     """An op ran on the host because its device had no kernel for it."""
 
 
+class Trace:
+    """Calls counted per (op, device type, dtype, provider, how) while a ``trace()`` block runs.
+
+    ``how`` is "native", "composite" or "fallback"; provider is None for a composite."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, str, str | None, str], int] = {}
+
+    def record(self, op: str, device_type: str, dtype: Any, provider: str | None, how: str) -> None:
+        key = (op, device_type, getattr(dtype, "name", str(dtype)), provider, how)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def providers(self) -> dict[str, dict[str, int]]:
+        """{op: {provider or "composite": calls}}, the view a report shows."""
+        out: dict[str, dict[str, int]] = {}
+        for (op, _, _, provider, how), n in self.counts.items():
+            by = out.setdefault(op, {})
+            name = provider if how == "native" else how if provider is None else f"{how}:{provider}"
+            by[name] = by.get(name, 0) + n
+        return out
+
+
 @dataclass(frozen=True, eq=False)  # hashed by identity: it keys every plan cache on the hot path
 class Preferences:
     prefer: tuple[str, ...] = ()
     exclude: frozenset[str] = frozenset()
     fallback: str = "warn"
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True)
 class Choice:
-    """How one (op, device type, dtype) runs: a provider's kernel, the composite, or the fallback."""
+    """How one (op, device type, dtype) runs: a provider's kernel, the composite, or the fallback.
+
+    ``next`` is what runs when this choice's kernel declines a call (returns NotImplemented)."""
 
     how: str  # "native" | "composite" | "fallback"
     provider: str | None
-    kernel: Callable[..., None] | None
+    kernel: Callable[..., Any] | None
+    next: Choice | None = None
 
 
 def _read_config() -> Preferences:
@@ -103,7 +133,7 @@ def providers(prefer: Any = (), exclude: Any = ()) -> Iterator[None]:
     old = current()
     prefer = (prefer,) if isinstance(prefer, str) else tuple(prefer)
     exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude)
-    _state.prefs = Preferences(prefer, frozenset(exclude) | old.exclude, old.fallback)
+    _state.prefs = Preferences(prefer, frozenset(exclude) | old.exclude, old.fallback, old.trace)
     try:
         yield
     finally:
@@ -116,11 +146,44 @@ def fallback_policy(policy: str) -> Iterator[None]:
     if policy not in POLICIES:
         raise ValueError(f"fallback policy must be one of {POLICIES}, got {policy!r}")
     old = current()
-    _state.prefs = Preferences(old.prefer, old.exclude, policy)
+    _state.prefs = Preferences(old.prefer, old.exclude, policy, old.trace)
     try:
         yield
     finally:
         _state.prefs = old
+
+
+@contextlib.contextmanager
+def trace() -> Iterator[Trace]:
+    """Count which provider served every op call in this thread inside a ``with`` block.
+
+    Plans made inside the block wrap their kernels with a counter; outside it nothing is wrapped,
+    so tracing costs nothing when off."""
+    old = current()
+    log = Trace()
+    _state.prefs = Preferences(old.prefer, old.exclude, old.fallback, log)
+    try:
+        yield log
+    finally:
+        _state.prefs = old
+
+
+def note_composite(op: str, device_type: str, dtype: Any) -> None:
+    """Builders call this when an op runs as its composite (recorded only while tracing)."""
+    log = current().trace
+    if log is not None:
+        log.record(op, device_type, dtype, None, "composite")
+
+
+def _traced(kernel: Callable[..., Any], log: Trace, op: str, device_type: str, dtype: Any, provider: str,
+            how: str) -> Callable[..., Any]:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        result = kernel(*args, **kwargs)
+        if result is not NotImplemented:
+            log.record(op, device_type, dtype, provider, how)
+        return result
+
+    return counted
 
 
 def ranked_providers(device_type: str, prefs: Preferences) -> list[Backend]:
@@ -141,19 +204,25 @@ def choose(op: str, device_type: str, dtype: Any, has_composite: bool, fallback_
     except KeyError:
         pass
     choice = None
-    for backend in ranked_providers(device_type, prefs):
-        dtypes = backend.manifest.kernels[device_type].get(op)
-        if dtypes is not None and dtype in dtypes:
-            choice = Choice("native", backend.name, backend.kernels(device_type)[op])
-            break
-    if choice is None and has_composite:
+    if has_composite:
         choice = Choice("composite", None, None)
-    if choice is None and fallback_ok and device_type != "cpu":
+    elif fallback_ok and device_type != "cpu":
         host = choose(op, "cpu", dtype, False, False)
         if host is not None and host.how == "native":
-            choice = Choice("fallback", host.provider, host.kernel)
+            choice = Choice("fallback", host.provider, host.kernel, host.next)
+    natives = [b for b in ranked_providers(device_type, prefs) if dtype in b.manifest.kernels[device_type].get(op, ())]
+    for backend in reversed(natives):  # built from the last resort up, so each links to the next
+        choice = Choice("native", backend.name, backend.kernels(device_type)[op], choice)
+    if choice is not None and prefs.trace is not None:
+        choice = _with_trace(choice, prefs.trace, op, device_type, dtype)
     _choices[key] = choice
     return choice
+
+
+def _with_trace(choice: Choice, log: Trace, op: str, device_type: str, dtype: Any) -> Choice:
+    rest = choice.next and _with_trace(choice.next, log, op, device_type, dtype)
+    kernel = choice.kernel and _traced(choice.kernel, log, op, device_type, dtype, choice.provider or "", choice.how)
+    return Choice(choice.how, choice.provider, kernel, rest)
 
 
 def _clear() -> None:

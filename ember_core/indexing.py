@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from ember_core import dtypes as dt
+from ember_core.autograd.grad_mode import no_grad
 from ember_core.errors import IndexOutOfRangeError
-from ember_core.tensor import Tensor
-from ember_core.views import broadcast_shapes, broadcast_to, permute_dims
+from ember_core.tensor import Tensor, span
+from ember_core.views import broadcast_shapes, broadcast_to, permute_dims, view_op
 
 
 def _expand_key(key: Any, ndim: int) -> list[Any]:
@@ -33,6 +34,7 @@ def _expand_key(key: Any, ndim: int) -> list[Any]:
     return key
 
 
+@view_op
 def basic_view(x: Tensor, key: Any) -> Tensor:
     shape, strides, offset = [], [], x._offset
     dim = 0
@@ -81,6 +83,17 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     src = value if isinstance(value, Tensor) else asarray(value, dtype=x.dtype, device=x.device)
     if _is_basic(key):
         copy_into(basic_view(x, key), src)
+        return
+    from ember_core.autograd import storage_grad
+
+    if storage_grad.needs_rebase(x, src):  # write without recording, then rebase x's history
+        storage_grad.check_leaf(x)
+        with no_grad():
+            setitem(x, key, src)
+            base = x if x._base is None else x._base
+            n = max(span(*storage_grad.layout(t))[1] for t in (x, base)) + 1
+            region = getitem(storage_grad.positions(storage_grad.layout(x), n, x.device), key)
+        storage_grad.rebase(x, src, region)
         return
     plan = _AdvancedIndex(x, key)
     values = broadcast_to(src.astype(x.dtype, copy=False), plan.result_shape)

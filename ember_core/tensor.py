@@ -100,8 +100,8 @@ _new = object.__new__
 
 class Tensor:
     __slots__ = (
-        "__weakref__", "_contig", "_device", "_dtype", "_numel", "_offset", "_shape", "_storage",
-        "_strides", "grad", "grad_fn", "requires_grad",
+        "__weakref__", "_autograd", "_base", "_contig", "_device", "_dtype", "_numel", "_offset", "_requires_grad",
+        "_shape", "_storage", "_strides", "grad", "grad_fn",
     )
 
     # ---- construction (internal: users call ember_core.asarray / zeros / ...) -------------------
@@ -126,14 +126,20 @@ class Tensor:
         t._device = storage.device
         t._numel = numel
         t._contig = True
-        t.requires_grad = False
+        t._requires_grad = False
         t.grad = None
         t.grad_fn = None
+        t._autograd = None
+        t._base = None
         return t
 
     def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
-        """A view of this tensor's storage (views share the storage, hence its version counter)."""
-        return Tensor._make(self._storage, shape, strides, offset, self._dtype)
+        """A view of this tensor's storage (views share the storage, hence its version counter);
+        ``_base`` is the tensor that owns the storage, which in-place autograd rebases."""
+        t = Tensor._make(self._storage, shape, strides, offset, self._dtype)
+        base = self._base
+        t._base = self if base is None else base
+        return t
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("create tensors with ember_core.asarray(...), zeros(...), from_numpy(...) etc.")
@@ -214,7 +220,9 @@ class Tensor:
             extras.append(f"device='{self._device}'")
         if self._dtype not in (_dt.float32, _dt.int64, _dt.bool_):
             extras.append(f"dtype={self._dtype.name}")
-        if self.requires_grad:
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn={self.grad_fn!r}")
+        elif self._requires_grad:
             extras.append("requires_grad=True")
         return f"tensor({body}{''.join(', ' + e for e in extras)})"
 
@@ -242,6 +250,69 @@ class Tensor:
 
     def __hash__(self) -> int:
         return id(self)
+
+    # ---- autograd ------------------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        if self.grad_fn is not None:
+            if not flag:
+                raise RuntimeError("requires_grad can only be switched off on leaves; use .detach() for a "
+                                   "non-leaf tensor")
+            return
+        if flag and self._dtype.kind not in "fc":
+            raise DTypeError(f"only floating and complex tensors can require gradients, got {self._dtype.name}")
+        self._requires_grad = bool(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not produced by a recorded op (their .grad is kept after backward)."""
+        return self.grad_fn is None
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._autograd is not None and self._autograd.retains_grad
+
+    def retain_grad(self) -> None:
+        from ember_core.autograd.graph import retain_grad
+
+        retain_grad(self)
+
+    def register_hook(self, hook: Any) -> Any:
+        """``hook(grad)`` runs when this tensor's gradient is computed; returning a tensor replaces it."""
+        from ember_core.autograd.graph import register_hook
+
+        return register_hook(self, hook)
+
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (``gradient`` for non-scalars)."""
+        from ember_core.autograd.engine import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def detach(self) -> Tensor:
+        """The same data, outside the graph (shares storage and version counter)."""
+        t = Tensor._make(self._storage, self._shape, self._strides, self._offset, self._dtype)
+        t._base = self._base
+        return t
+
+    def detach_(self) -> Tensor:
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def clone(self) -> Tensor:
+        from ember_core.ops import call
+
+        return call("copy", self)
 
     # ---- host interop ---------------------------------------------------------------------------
     def item(self) -> bool | int | float | complex:

@@ -4,11 +4,35 @@ every backend.  Nothing here touches memory except reshape of a non-viewable lay
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ember_core.autograd.grad_mode import MODE
 from ember_core.errors import ShapeError
 from ember_core.tensor import Tensor, contiguous_strides, span
+
+RAW: dict[str, Callable[..., Tensor]] = {}  # the undecorated views, which the registry installs
+
+
+def view_op(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A view records its derivative (ember_core/ops/views.toml) when x requires grad; otherwise
+    it is the plain layout computation."""
+    name = fn.__name__
+    RAW[name] = fn
+    recorded: list[Callable[..., Tensor]] = []
+
+    def view(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if x._requires_grad and MODE.enabled:
+            if not recorded:
+                from ember_core.ops import ENTRIES
+
+                recorded.append(ENTRIES[f"views.{name}"])
+            return recorded[0](x, *args, **kwargs)
+        return fn(x, *args, **kwargs)
+
+    view.__name__ = view.__qualname__ = name
+    view.__doc__ = fn.__doc__
+    return view
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
@@ -56,6 +80,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
+@view_op
 def broadcast_to(x: Tensor, shape: Any) -> Tensor:
     shape = as_shape(shape)
     if shape == x._shape:
@@ -75,6 +100,7 @@ def broadcast_to(x: Tensor, shape: Any) -> Tensor:
     return x._view(shape, tuple(strides), x._offset)
 
 
+@view_op
 def permute_dims(x: Tensor, axes: Any) -> Tensor:
     axes = tuple(normalize_axis(a, x.ndim) for a in axes)
     if sorted(axes) != list(range(x.ndim)):
@@ -103,6 +129,7 @@ def _infer_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tu
     return shape
 
 
+@view_op
 def reshape(x: Tensor, shape: Any, *, copy: bool | None = None) -> Tensor:
     shape = _infer_shape(tuple(int(n) for n in ((shape,) if isinstance(shape, int) else shape)), x._numel, x._shape)
     if copy is True:
@@ -171,6 +198,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return reshape(x, shape)
 
 
+@view_op
 def squeeze(x: Tensor, axis: Any = None) -> Tensor:
     axes = tuple(i for i, n in enumerate(x._shape) if n == 1) if axis is None else normalize_axes(axis, x.ndim)
     for a in axes:
@@ -180,6 +208,7 @@ def squeeze(x: Tensor, axis: Any = None) -> Tensor:
     return x._view(tuple(x._shape[i] for i in keep), tuple(x._strides[i] for i in keep), x._offset)
 
 
+@view_op
 def expand_dims(x: Tensor, /, *, axis: int = 0) -> Tensor:
     axis = normalize_axis(axis, x.ndim + 1)
     shape = (*x._shape[:axis], 1, *x._shape[axis:])
@@ -198,6 +227,7 @@ def moveaxis(x: Tensor, source: Any, destination: Any, /) -> Tensor:
     return permute_dims(x, order)
 
 
+@view_op
 def flip_view(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     strides, offset = list(x._strides), x._offset
     for a in axes:
@@ -207,6 +237,7 @@ def flip_view(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     return x._view(x._shape, tuple(strides), offset)
 
 
+@view_op
 def as_strided(x: Tensor, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
     """Internal: windows for convolution and pooling.  Bounds are checked against the storage."""
     itemsize = x.itemsize

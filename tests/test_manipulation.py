@@ -497,7 +497,7 @@ def test_declared_in_the_registry_with_array_api_signatures():
     }
     for name, signature in expected.items():
         assert REGISTRY[name].signature_text == signature
-        assert getattr(em, name) is getattr(composites, name)
+        assert getattr(em, name) is em.ops.ENTRIES[name] and callable(getattr(composites, name))
     for name in ("unique_all", "unique_counts", "unique_inverse", "unique_values"):
         assert not REGISTRY[name].differentiable and "NaN" in REGISTRY[name].doc
 

@@ -147,7 +147,7 @@ def test_plugin_declares_and_implements_a_vendor_op(tmp_path):
     plugin's kernel on its device."""
     decl = tmp_path / "vendor.toml"
     decl.write_text('namespace = "toyvendor"\n[ops.twice]\nsignature = "(x: Tensor, /) -> Tensor"\n'
-                    'family = "unary"\ndtypes = "real_floating"\n')
+                    'family = "unary"\ndtypes = "real_floating"\nderivatives = { x = "grad * 2" }\n')
     manifest = tmp_path / "manifest.toml"
     manifest.write_text('[kernels.vtoy]\nfull = "registry"\ncopy = "registry"\n"toyvendor.twice" = ["float32"]\n')
 
@@ -177,6 +177,9 @@ def test_plugin_declares_and_implements_a_vendor_op(tmp_path):
     try:
         x = em.full((3,), 1.5, device="vtoy")
         assert em.ops.namespace.toyvendor.twice(x).tolist() == [3.0, 3.0, 3.0]
+        x.requires_grad_()  # the vendor's derivative formula gives it gradients with no code of its own
+        em.ops.namespace.toyvendor.twice(x).backward(em.ones(3, device="vtoy"))
+        assert x.grad.tolist() == [2.0, 2.0, 2.0]
     finally:
         plugins.unregister(backend.name)
 
@@ -202,6 +205,8 @@ class _FastAdd:
     def __init__(self, manifest):
         self.manifest = manifest
         self.calls = 0
+        self.declines = 0
+        self.decline_ndim = 99  # inputs with at least this many dims are declined
 
     @plugins.hookimpl
     def ember_plugin_info(self):
@@ -212,8 +217,11 @@ class _FastAdd:
         cpu_add = MANAGER.backends["cpu"].kernels("cpu")["add"]
 
         def add(out, a, b):
+            if out.ndim >= self.decline_ndim:
+                self.declines += 1
+                return NotImplemented
             self.calls += 1
-            cpu_add(out, a, b)
+            return cpu_add(out, a, b)
 
         return {"add": add} if device_type == "cpu" else {}
 
@@ -241,6 +249,28 @@ def test_two_providers_for_one_device_by_priority_and_preference(fastadd, monkey
     assert fastadd.calls == 1
     x + x
     assert fastadd.calls == 2
+
+
+def test_a_declined_call_goes_to_the_next_provider(fastadd):
+    fastadd.decline_ndim = 2
+    assert (em.ones(3) + em.ones(3)).tolist() == [2.0] * 3 and fastadd.calls == 1
+    assert (em.ones((2, 2)) + em.ones((2, 2))).tolist() == [[2.0] * 2] * 2
+    assert fastadd.calls == 1 and fastadd.declines == 1  # served by ember-cpu, the next in rank
+
+
+def test_trace_counts_the_provider_of_every_call(fastadd):
+    fastadd.decline_ndim = 2
+    x = em.ones(3)
+    with em.trace_dispatch() as log:
+        x + x
+        x + x
+        em.ones((2, 2)) + 1.0
+        em.mean(x)
+    calls = log.providers()
+    assert calls["add"] == {"fastadd": 2, "cpu": 1}
+    assert calls["mean"] == {"composite": 1} and calls["sum"] == {"cpu": 1}
+    x + x  # tracing is off again: nothing is counted
+    assert sum(calls["add"].values()) == 3 and log.providers()["add"] == calls["add"]
 
 
 def test_provider_preference_from_environment_and_config(fastadd, monkeypatch, tmp_path):

@@ -23,7 +23,6 @@ def write(tmp_path, text):
         ('[ops.f]\nsignature = "(x) -> Tensor"\nfamily = "unary"\ndtypes = "all"\n', "needs a type annotation"),
         ('[ops.f]\nsignature = "(x: Tensr) -> Tensor"\nfamily = "unary"\ndtypes = "all"\n', "unknown type 'Tensr'"),
         ('[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "unary"\ndtypes = "floats"\n', "unknown dtype"),
-        ('[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "magic"\ndtypes = "all"\n', "unknown family 'magic'"),
         ('[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "unary"\ndtypes = "all"\ncolour = 1\n',
          "unknown field"),
         ('[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "unary"\ndtypes = "all"\nkind = "composite"\n',
@@ -37,6 +36,12 @@ def test_malformed_entries_name_file_op_and_problem(tmp_path, body, message):
     with pytest.raises(em.RegistryError) as info:
         Registry().load_file(path)
     assert str(path) in str(info.value) and "'f'" in str(info.value) and message in str(info.value)
+
+
+def test_unknown_family_is_rejected_when_installed(tmp_path):
+    path = write(tmp_path, '[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "magic"\ndtypes = "all"\n')
+    with pytest.raises(em.RegistryError, match=r"op 'f': unknown family 'magic'; known: .*binary"):
+        em.ops.load_vendor_file(str(path))
 
 
 def test_duplicate_op_is_rejected(tmp_path):

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from ember_core.autograd.formulas import differentiable
+from ember_core.autograd.grad_mode import MODE
 from ember_core.errors import RegistryError
 from ember_core.ops import composites, nn_composites
 from ember_core.ops.families import BUILDERS
@@ -69,9 +71,10 @@ def _install(schema: OpSchema) -> Callable[..., Any]:
     try:
         builder = BUILDERS[schema.family]
     except KeyError:
-        raise RegistryError(f"{schema.file}: op {schema.name!r}: family {schema.family!r} has no implementation "
-                            f"in this ember version") from None
-    fn = builder(schema, _composite_for(schema))
+        raise RegistryError(f"{schema.file}: op {schema.name!r}: unknown family {schema.family!r}; known: "
+                            f"{', '.join(sorted(BUILDERS))}") from None
+    composite = _composite_for(schema)
+    fn = differentiable(schema, builder(schema, composite), composite)
     fn.__name__ = schema.name.rsplit(".", 1)[-1]
     fn.__qualname__ = schema.name
     fn.__doc__ = f"{schema.name}{schema.signature_text}\n\n{schema.doc}".strip()
@@ -119,7 +122,13 @@ def _inplace(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any) -> Any:
         from ember_core.creation import write_inplace
 
-        write_inplace(self, fn(self, other), name)
+        source = self
+        if MODE.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)):
+            from ember_core.autograd.storage_grad import check_leaf
+
+            check_leaf(self)
+            source = self.clone()  # what the op's backward saves must not be the tensor being overwritten
+        write_inplace(self, fn(source, other), name)
         return self
 
     return method
@@ -128,8 +137,14 @@ def _inplace(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 def load_vendor_file(path: str) -> list[str]:
     """Declare the vendor ops of one TOML file and make them callable."""
     loaded = REGISTRY.load_file(path)
-    for schema in loaded:
-        _install(schema)
+    try:
+        for schema in loaded:
+            _install(schema)
+    except RegistryError:  # all or nothing: a broken file leaves no half-declared ops behind
+        for schema in loaded:
+            REGISTRY.ops.pop(schema.name, None)
+            ENTRIES.pop(schema.name, None)
+        raise
     return [s.name for s in loaded]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ember_core import dispatch
 from ember_core import dtypes as dt
+from ember_core.autograd.grad_mode import MODE
 from ember_core.errors import (
     DeviceError,
     DTypeError,
@@ -59,12 +60,27 @@ def resolve(schema: OpSchema, device: Any, dtype: dt.DType, composite: Callable 
     return choice
 
 
-def run(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor, ...], ins: tuple[Any, ...],
-        attrs: dict[str, Any]) -> None:
-    """Run a native kernel, or the host kernel through the fallback (copying both ways)."""
-    if choice.how == "native":
-        choice.kernel(*outs, *ins, **attrs)
-        return
+def run(schema: OpSchema, choice: dispatch.Choice | None, outs: tuple[Tensor, ...], ins: tuple[Any, ...],
+        attrs: dict[str, Any]) -> bool:
+    """Run a native kernel, or the host kernel through the fallback (copying both ways).
+
+    A kernel that declines (returns NotImplemented) hands the call to the next choice.  Returns
+    False when that leaves only the composite, which the caller then runs."""
+    while choice is not None and choice.how == "native":
+        if choice.kernel(*outs, *ins, **attrs) is not NotImplemented:
+            return True
+        choice = choice.next
+    if choice is None:
+        raise UnsupportedOpError(f"{schema.name}: every provider declined this call on {outs[0]._device} and "
+                                 f"there is no composite or fallback; see `ember backends`")
+    if choice.how == "composite":
+        return False
+    _run_fallback(schema, choice, outs, ins, attrs)
+    return True
+
+
+def _run_fallback(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor, ...], ins: tuple[Any, ...],
+                  attrs: dict[str, Any]) -> None:
     device = outs[0]._device
     dispatch.check_fallback_allowed(schema.name, str(device))
     start = dispatch.now()
@@ -72,7 +88,7 @@ def run(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor, ...], ins
 
     host_ins = tuple(transfer.host_view(x) if isinstance(x, Tensor) else x for x in ins)
     host_outs = tuple(empty(o._shape, o._dtype, transfer.HOST) for o in outs)
-    choice.kernel(*host_outs, *host_ins, **attrs)
+    run(schema, dispatch.Choice("native", choice.provider, choice.kernel, choice.next), host_outs, host_ins, attrs)
     moved = sum(x.nbytes for x in ins if isinstance(x, Tensor)) + sum(o.nbytes for o in outs)
     for host, out in zip(host_outs, outs):
         transfer.write_from_host(out, host)
@@ -184,13 +200,14 @@ def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., T
             x = cast(x, compute)
         if kernel is not None:
             out = empty(x._shape, out_dtype, x._device)
-            kernel(out, x)
-            return out
-        if choice.how == "composite":
-            return composite(x)
-        out = empty(x._shape, out_dtype, x._device)
-        run(schema, choice, (out,), (x,), {})
-        return out
+            if kernel(out, x) is not NotImplemented or run(schema, choice.next, (out,), (x,), {}):
+                return out
+        elif choice.how != "composite":
+            out = empty(x._shape, out_dtype, x._device)
+            if run(schema, choice, (out,), (x,), {}):
+                return out
+        dispatch.note_composite(schema.name, x._device.type, compute)
+        return composite(x)
 
     return op
 
@@ -232,6 +249,7 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         if x2._dtype is not compute:
             x2 = cast(x2, compute)
         if kernel is None and choice.how == "composite":
+            dispatch.note_composite(schema.name, device.type, compute)
             return composite(x1, x2)
         shape = x1._shape
         if x2._shape != shape:
@@ -242,9 +260,10 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
                 x2 = broadcast_to(x2, shape)
         out = empty(shape, out_dtype, device)
         if kernel is not None:
-            kernel(out, x1, x2)
-        else:
-            run(schema, choice, (out,), (x1, x2), {})
+            if kernel(out, x1, x2) is NotImplemented and not run(schema, choice.next, (out,), (x1, x2), {}):
+                return composite(x1, x2)
+        elif not run(schema, choice, (out,), (x1, x2), {}):
+            return composite(x1, x2)
         return out
 
     return op
@@ -263,10 +282,10 @@ def build_where(schema: OpSchema, composite: Callable | None) -> Callable[..., T
         compute = dt.promote_types(x1._dtype, x2._dtype)
         choice = resolve(schema, device, compute, composite)
         ins = tuple(broadcast_to(t, shape) for t in (condition, cast(x1, compute), cast(x2, compute)))
-        if choice.how == "composite":
-            return composite(*ins)
         out = empty(shape, compute, device)
-        run(schema, choice, (out,), ins, {})
+        if choice.how == "composite" or not run(schema, choice, (out,), ins, {}):
+            dispatch.note_composite(schema.name, device.type, compute)
+            return composite(*ins)
         return out
 
     return op
@@ -336,6 +355,7 @@ def build_reduction(schema: OpSchema, composite: Callable | None, a: dict[str, A
     out_dtype = _reduction_dtype(schema, x._dtype, a.get("dtype"))
     if composite is not None and dispatch.choose(schema.name, x._device.type, out_dtype, True,
                                                  schema.fallback).how == "composite":
+        dispatch.note_composite(schema.name, x._device.type, out_dtype)
         return composite(**a)
     if schema.result == "accumulate":  # sum/prod: bool and integers accumulate in int64
         x = cast(x, out_dtype)
@@ -530,9 +550,12 @@ def build_take(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) 
 @_bound_builder
 def build_put(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
     x = as_tensor_arg(schema, a["x"])
+    values = a["values"]
+    if MODE.enabled and (x._requires_grad or (isinstance(values, Tensor) and values._requires_grad)):
+        raise RuntimeError("index_put writes in place and is not recorded by autograd; write with "
+                           "x[indices] = values (recorded) or run it under ember_core.no_grad()")
     axis = normalize_axis(a["axis"], x.ndim)
     idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
-    values = a["values"]
     if not isinstance(values, Tensor):
         values = constant(values, x._dtype, x._device)
     same_device(schema, x, values)
@@ -624,11 +647,26 @@ def _check_random_params(kind: str, dtype: dt.DType, a: Any, b: Any) -> None:
         raise ValueError(f"random normal needs std >= 0, got {b!r}")
 
 
+def build_view(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
+    """Views run no kernel: the op is the layout computation of ember_core.views/indexing."""
+    from ember_core import indexing, views  # noqa: F401  (indexing registers basic_view)
+
+    return views.RAW[schema.name.rsplit(".", 1)[-1]]
+
+
 def build_composite(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
     """Ops whose whole implementation is their composite (views, creation helpers...)."""
     if composite is None:
         raise UnsupportedOpError(f"{schema.file}: op {schema.name!r} of family 'composite' has no implementation")
-    return composite
+    impl = composite  # bound now: the installer renames the function it is handed
+
+    def op(*args: Any, **kwargs: Any) -> Any:
+        if _state.prefs is not None and _state.prefs.trace is not None:
+            dispatch.note_composite(schema.name, "", "")
+        return impl(*args, **kwargs)
+
+    op.__signature__ = inspect.signature(composite)  # type: ignore[attr-defined]
+    return op
 
 
 BUILDERS: dict[str, Callable[[OpSchema, Callable | None], Callable[..., Any]]] = {
@@ -636,6 +674,6 @@ BUILDERS: dict[str, Callable[[OpSchema, Callable | None], Callable[..., Any]]] =
     "reduction": build_reduction, "arg_reduction": build_arg_reduction, "scan": build_scan,
     "sort": build_sort, "matmul": build_matmul, "fill": build_fill, "composite": build_composite,
     "take": build_take, "put": build_put, "nonzero": build_nonzero, "searchsorted": build_searchsorted,
-    "random": build_random,
+    "random": build_random, "view": build_view,
 }
 import ember_core.ops.nn_families  # noqa: E402, F401  (adds the conv, linear, pool and softmax builders)

@@ -1,0 +1,249 @@
+"""Reverse-mode execution: walk the graph from the outputs in dependency order, without recursion.
+
+1. Count, for every node reachable from the roots, how many edges point at it (an explicit stack,
+   so a chain of 100,000 ops is fine).
+2. Start from the roots with their initial gradients; a node runs once every edge into it has
+   delivered (gradients arriving on the same output are summed), then its input gradients are
+   summed to each input's shape, cast to its dtype and handed on.
+3. Leaves accumulate into ``.grad`` (``backward``) or are captured (``grad``).
+
+Independent graphs may run backward concurrently from several threads: the engine keeps all of
+its state on the stack of the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember_core import dtypes as dt
+from ember_core.autograd.grad_mode import _ModeSwitch
+from ember_core.autograd.graph import AccumulateGrad, Edge, Node, edge_of
+from ember_core.tensor import Tensor
+
+
+def _dependencies(roots: list[Node]) -> dict[Node, int]:
+    deps: dict[Node, int] = {}
+    seen = set(roots)
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        for edge in node.next:
+            if edge is None:
+                continue
+            nxt = edge[0]
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps
+
+
+def fit_gradient(grad: Tensor, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
+    """Sum a gradient over the dims it was broadcast along, and cast it to the input's dtype
+    (the real part for a real input that met complex values)."""
+    from ember_core.autograd.formulas import sum_to
+
+    if grad._shape != shape:
+        grad = sum_to(grad, shape)
+    if grad._dtype is not dtype:
+        if grad._dtype.kind == "c" and dtype.kind != "c":
+            from ember_core.ops import namespace as ops
+
+            grad = ops.real(grad)
+        if grad._dtype is not dtype:
+            grad = grad.astype(dtype)
+    return grad
+
+
+def _add(a: Tensor | None, b: Tensor) -> Tensor:
+    return b if a is None else a + b
+
+
+def run_backward(roots: list[Edge], grads: list[Tensor], *, retain_graph: bool, create_graph: bool,
+                 capture: list[Edge] | None = None) -> list[Tensor | None] | None:
+    """Propagate ``grads`` (one per root edge) through the graph.
+
+    With ``capture`` (autograd.grad), the gradients arriving at those edges are returned and no
+    leaf's ``.grad`` is touched; otherwise leaves accumulate."""
+    with _ModeSwitch(create_graph):
+        return _run(roots, grads, retain_graph, create_graph, capture)
+
+
+def _run(roots: list[Edge], grads: list[Tensor], retain_graph: bool, create_graph: bool,
+         capture: list[Edge] | None) -> list[Tensor | None] | None:
+    buffers: dict[Node, list[Tensor | None]] = {}
+
+    def deliver(edge: Edge, g: Tensor) -> None:
+        node, nr = edge
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * max(nr + 1, 1)
+        elif len(buf) <= nr:
+            buf.extend([None] * (nr + 1 - len(buf)))
+        buf[nr] = _add(buf[nr], g)
+
+    root_nodes = []
+    for edge, g in zip(roots, grads):
+        deliver(edge, g)
+        root_nodes.append(edge[0])
+    deps = _dependencies(root_nodes)
+    wanted = {(id(e[0]), e[1]): i for i, e in enumerate(capture)} if capture is not None else None
+    captured: list[Tensor | None] = [None] * (len(capture) if capture is not None else 0)
+    ready = [n for n in dict.fromkeys(root_nodes) if deps.get(n, 0) == 0]
+    while ready:
+        node = ready.pop()
+        buf = buffers.pop(node)
+        if node.pre_hooks:
+            for nr, hooks in node.pre_hooks.items():
+                for hook in hooks:
+                    if nr < len(buf) and buf[nr] is not None:
+                        replaced = hook(buf[nr])
+                        if replaced is not None:
+                            buf[nr] = replaced
+        if node.retained:
+            for nr, ref in node.retained:
+                t = ref()
+                if t is not None and nr < len(buf) and buf[nr] is not None:
+                    g = buf[nr] if create_graph else buf[nr].detach()
+                    t.grad = g if t.grad is None else t.grad + g
+        if wanted is not None:
+            for nr, g in enumerate(buf):
+                i = wanted.get((id(node), nr))
+                if i is not None and g is not None:
+                    captured[i] = _add(captured[i], g)
+        if isinstance(node, AccumulateGrad):
+            if wanted is None:
+                _accumulate(node, buf[0], create_graph)
+            continue
+        node.check_saved()
+        input_grads = node.backward(buf) if any(g is not None for g in buf) else [None] * len(node.next)
+        if not retain_graph:
+            node.release()
+        for edge, meta, g in zip(node.next, node.meta, input_grads):
+            if edge is None:
+                continue
+            nxt = edge[0]
+            if g is not None:
+                deliver(edge, fit_gradient(g, *meta))
+            elif nxt not in buffers:
+                buffers[nxt] = [None]
+            deps[nxt] -= 1
+            if deps[nxt] == 0:
+                ready.append(nxt)
+    return captured if capture is not None else None
+
+
+def _accumulate(node: AccumulateGrad, grad: Tensor | None, create_graph: bool) -> None:
+    if grad is None:
+        return
+    leaf = node.leaf
+    m = leaf._autograd
+    if m is not None:
+        for hook in m.hooks:
+            replaced = hook(grad)
+            if replaced is not None:
+                grad = replaced
+    if not create_graph:
+        grad = grad.detach()
+    if leaf.grad is None:
+        # a fresh buffer the user may mutate: never alias a tensor the graph still uses
+        leaf.grad = grad if create_graph or grad.grad_fn is not None else grad.clone()
+    else:
+        leaf.grad = leaf.grad + grad
+    if not create_graph:
+        leaf.grad._requires_grad = False
+        leaf.grad.grad_fn = None
+
+
+def initial_gradients(outputs: list[Tensor], grad_outputs: list[Any] | None) -> list[Tensor]:
+    """1 for scalar outputs; an explicit gradient of the output's shape otherwise."""
+    from ember_core.creation import asarray, ones_like
+
+    result = []
+    for i, out in enumerate(outputs):
+        g = None if grad_outputs is None else grad_outputs[i]
+        if g is None:
+            if out._numel != 1:
+                raise RuntimeError(
+                    f"grad can be implicitly created only for outputs with one element; this output has shape "
+                    f"{out._shape}: pass gradient= (a tensor of that shape) to backward()"
+                )
+            g = ones_like(out)
+        elif not isinstance(g, Tensor):
+            g = asarray(g, dtype=out._dtype, device=out._device)
+        if g._shape != out._shape:
+            raise RuntimeError(f"gradient has shape {g._shape} but the output has shape {out._shape}")
+        if g._device is not out._device:
+            raise RuntimeError(f"gradient is on {g._device} but the output is on {out._device}")
+        result.append(g)
+    return result
+
+
+def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
+             create_graph: bool = False, inputs: Any = None) -> None:
+    """Accumulate into ``.grad`` of the leaves the gradients of ``tensors`` (see Tensor.backward)."""
+    outputs = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is not None and (isinstance(grad_tensors, Tensor) or not isinstance(grad_tensors, (list, tuple))):
+        grad_tensors = [grad_tensors]
+    _check_outputs(outputs)
+    grads = initial_gradients(outputs, grad_tensors)
+    roots = [_edge(o) for o in outputs]
+    retain = create_graph if retain_graph is None else retain_graph
+    if inputs is None:
+        run_backward(roots, grads, retain_graph=retain, create_graph=create_graph)
+        return
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    captured = run_backward(roots, grads, retain_graph=retain, create_graph=create_graph,
+                            capture=[_edge(t) for t in inputs])
+    assert captured is not None
+    for t, g in zip(inputs, captured):
+        if g is not None:
+            _accumulate(AccumulateGrad(t), g, create_graph)
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
+    """The gradients of ``outputs`` with respect to ``inputs``, returned (no ``.grad`` is touched)."""
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is not None and (isinstance(grad_outputs, Tensor) or not isinstance(grad_outputs, (list, tuple))):
+        grad_outputs = [grad_outputs]
+    _check_outputs(outs)
+    for t in ins:
+        if not isinstance(t, Tensor) or not t._requires_grad:
+            raise RuntimeError("every input of grad() must be a tensor that requires grad")
+    grads = initial_gradients(outs, grad_outputs)
+    retain = create_graph if retain_graph is None else retain_graph
+    captured = run_backward([_edge(o) for o in outs], grads, retain_graph=retain, create_graph=create_graph,
+                            capture=[_edge(t) for t in ins])
+    assert captured is not None
+    result = []
+    for t, g in zip(ins, captured):
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                f"one of the inputs (shape {t._shape}) was not used to compute the outputs; pass allow_unused=True "
+                f"to get None for it"
+            )
+        if g is not None:
+            g = fit_gradient(g, t._shape, t._dtype)
+            if not create_graph:
+                g = g.detach()
+        result.append(g)
+    return tuple(result)
+
+
+def _check_outputs(outputs: list[Tensor]) -> None:
+    for o in outputs:
+        if not isinstance(o, Tensor):
+            raise TypeError(f"backward needs ember tensors, got {type(o).__name__}")
+        if not o._requires_grad:
+            raise RuntimeError(
+                "this tensor does not require grad and has no grad_fn: none of its inputs required grad (set "
+                "requires_grad=True on the leaves), or it was computed under no_grad()"
+            )
+
+
+def _edge(t: Tensor) -> Edge:
+    edge = edge_of(t)
+    assert edge is not None  # callers checked requires_grad
+    return edge

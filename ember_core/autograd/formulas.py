@@ -1,0 +1,478 @@
+"""Derivative formulas from the registry, and the recording wrapper every registry op runs through.
+
+An op's TOML entry declares, per tensor parameter, its vector-Jacobian product as an expression in
+ember ops (``derivatives = { x1 = "grad * conj(x2)", x2 = "grad * conj(x1)" }``).  Names in scope:
+every registered op, the op's arguments by parameter name, ``grad`` (the gradient of the result),
+``result``, and the helpers below.  A parameter marked ``"non_differentiable"`` carries no
+gradient.  The engine sums each gradient to its input's shape and casts it to its dtype, so
+formulas do not.  Complex numbers follow the conjugate Wirtinger convention (PyTorch's): for a
+holomorphic f the formula is ``grad * conj(f'(z))``.
+
+Because formulas are ember ops, they are recorded themselves when ``create_graph=True``, which is
+what makes Hessian-vector products work.  A composite op without a formula is differentiated
+through its decomposition.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ember_core.autograd.grad_mode import MODE, no_grad
+from ember_core.autograd.graph import Node, attach
+from ember_core.dtypes import GROUPS
+from ember_core.errors import RegistryError
+from ember_core.ops.registry import OpSchema
+from ember_core.tensor import Tensor
+
+NON_DIFFERENTIABLE = "non_differentiable"
+
+
+# ---- helpers available to formulas --------------------------------------------------------------
+
+def conj(t: Any) -> Any:
+    """The conjugate; free (the value itself) for real dtypes and real Python scalars."""
+    if not isinstance(t, Tensor):
+        return t.conjugate() if isinstance(t, complex) else t
+    if t._dtype.kind != "c":
+        return t
+    from ember_core.ops import namespace as ops
+
+    return ops.conj(t)
+
+
+def sum_to(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum t over the dims along which ``shape`` was broadcast to t's shape."""
+    from ember_core.ops import namespace as ops
+
+    lead = t.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and t._shape[lead + i] != 1)
+    if axes:
+        t = ops.sum(t, axis=axes, keepdims=True)
+    return t.reshape(shape) if t._shape != shape else t
+
+
+def zeros_like(t: Tensor) -> Tensor:
+    from ember_core.creation import zeros_like as make
+
+    return make(t)
+
+
+def ones_like(t: Tensor) -> Tensor:
+    from ember_core.creation import ones_like as make
+
+    return make(t)
+
+
+def inverse_permutation(axes: Any, ndim: int) -> tuple[int, ...]:
+    axes = [a % ndim for a in axes] if ndim else []
+    return tuple(axes.index(i) for i in range(ndim))
+
+
+def unsqueeze_reduced(g: Tensor, x: Tensor, axis: Any, keepdims: bool) -> Tensor:
+    """A reduction's gradient (or result) reshaped so it broadcasts against the input x."""
+    if keepdims or x.ndim == g.ndim:
+        return g
+    from ember_core.views import normalize_axes
+
+    axes = normalize_axes(axis, x.ndim)
+    return g.reshape(tuple(1 if i in axes else n for i, n in enumerate(x._shape)))
+
+
+def reduced_count(x: Tensor, axis: Any) -> int:
+    from ember_core.views import normalize_axes
+
+    return math.prod(x._shape[i] for i in normalize_axes(axis, x.ndim))
+
+
+def real_if(t: Tensor, like: Tensor) -> Tensor:
+    """The real part of t when ``like`` is real (a real input's gradient from complex math)."""
+    if t._dtype.kind == "c" and like._dtype.kind != "c":
+        from ember_core.ops import namespace as ops
+
+        return ops.real(t)
+    return t
+
+
+def _ops() -> Any:
+    from ember_core.ops import namespace
+
+    return namespace
+
+
+def sgn(x: Tensor) -> Tensor:
+    """sign for real x; x / |x| (0 at 0) for complex x: the derivative of abs."""
+    ops = _ops()
+    if x._dtype.kind != "c":
+        return ops.sign(x)
+    magnitude = ops.abs(x)
+    return ops.where(magnitude == 0, zeros_like(x), x / ops.where(magnitude == 0, ones_like(magnitude), magnitude))
+
+
+def times_i(g: Tensor) -> Tensor:
+    """i * g as a complex tensor (the gradient of imag)."""
+    from ember_core import dtypes as dt
+
+    complex_dtype = dt.complex128 if g._dtype in (dt.float64, dt.complex128) else dt.complex64
+    return g.astype(complex_dtype) * 1j
+
+
+def tie_share(x1: Tensor, x2: Tensor) -> Tensor:
+    """1 where x1 wins a maximum, 1/2 on ties (the gradient is split, as in PyTorch), else 0."""
+    ops = _ops()
+    return ops.where(x1 > x2, ones_like(x1), ops.where(x1 == x2, ones_like(x1) * 0.5, zeros_like(x1)))
+
+
+def pow_base_grad(grad: Tensor, x1: Tensor, x2: Tensor) -> Tensor:
+    ops = _ops()
+    g = grad * conj(x2 * ops.pow(x1, x2 - 1))
+    return ops.where(x2 == 0, zeros_like(g), g)  # d(x^0)/dx = 0, also at x = 0
+
+
+def pow_exponent_grad(grad: Tensor, x1: Tensor, result: Tensor) -> Tensor:
+    ops = _ops()
+    safe = ops.where(x1 == 0, ones_like(x1), x1)  # 0^y: the limit of y -> x^y at x = 0 is flat
+    g = grad * conj(result * ops.log(safe))
+    return ops.where(x1 == 0, zeros_like(g), g)
+
+
+def _to_last(x: Tensor, axis: Any) -> tuple[Tensor, tuple[int, ...], tuple[int, ...]]:
+    """x with the reduced axes moved last and flattened into one: (x2d-ish, order, moved shape)."""
+    from ember_core.views import normalize_axes
+
+    axes = normalize_axes(axis, x.ndim)
+    keep = tuple(i for i in range(x.ndim) if i not in axes)
+    order = keep + axes
+    moved = x.permute_dims(order) if x.ndim else x.reshape((1,))
+    shape = moved._shape
+    return moved.reshape((*shape[: len(keep)], -1)), order, shape
+
+
+def _from_last(t: Tensor, order: tuple[int, ...], shape: tuple[int, ...]) -> Tensor:
+    t = t.reshape(shape)
+    if not order:
+        return t.reshape(())
+    return t.permute_dims(inverse_permutation(order, len(order)))
+
+
+def prod_grad(grad: Tensor, x: Tensor, axis: Any, keepdims: bool) -> Tensor:
+    """d prod / dx_i = product of the others: exclusive prefix times suffix products (exact with zeros)."""
+    ops = _ops()
+    flat, order, shape = _to_last(x, axis)
+    before = ops.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
+    after = ops.flip(ops.cumulative_prod(ops.flip(flat, axis=-1), axis=-1, include_initial=True)[..., :-1], axis=-1)
+    others = _from_last(before * after, order, shape)
+    return unsqueeze_reduced(grad, x, axis, keepdims) * conj(others)
+
+
+def extremum_grad(grad: Tensor, x: Tensor, result: Tensor, axis: Any, keepdims: bool) -> Tensor:
+    """max/min: the gradient goes to the elements equal to the result, shared evenly among ties."""
+    ops = _ops()
+    hit = (x == unsqueeze_reduced(result, x, axis, keepdims)).astype(grad.dtype)
+    count = ops.sum(hit, axis=axis, keepdims=True)
+    return unsqueeze_reduced(grad, x, axis, keepdims) * hit / count
+
+
+def _scan_axis(x: Tensor, axis: Any) -> int:
+    return 0 if axis is None else axis % max(x.ndim, 1)
+
+
+def cumulative_sum_grad(grad: Tensor, x: Tensor, axis: Any, include_initial: bool) -> Tensor:
+    """x_i feeds every output from i on: a reversed cumulative sum of the gradient."""
+    ops = _ops()
+    a = _scan_axis(x, axis)
+    if include_initial:  # output k sums x_0..x_{k-1}: drop the gradient of the empty sum
+        grad = ops.take(grad, ops.arange(1, grad._shape[a], device=grad._device), axis=a)
+    if x.ndim == 0:
+        return grad.reshape(())
+    return ops.flip(ops.cumulative_sum(ops.flip(grad, axis=a), axis=a), axis=a)
+
+
+def cumulative_prod_grad(grad: Tensor, x: Tensor, result: Tensor, axis: Any, include_initial: bool) -> Tensor:
+    ops = _ops()
+    if bool(ops.any(x == 0)):
+        raise RuntimeError("the gradient of cumulative_prod is implemented for inputs without zeros; this input has "
+                           "zeros (use prod over windows, or add a tiny offset)")
+    a = _scan_axis(x, axis)
+    if include_initial:
+        keep = ops.arange(1, grad._shape[a], device=grad._device)
+        grad, result = ops.take(grad, keep, axis=a), ops.take(result, keep, axis=a)
+    summed = cumulative_sum_grad(grad * conj(result), x, axis, False)
+    return summed / conj(x)
+
+
+def sort_grad(grad: Tensor, x: Tensor, axis: int, descending: bool) -> Tensor:
+    """Each sorted value came from one input position: send its gradient back there."""
+    ops = _ops()
+    if x.ndim == 0:
+        return grad
+    order = ops.argsort(x, axis=axis, descending=descending, stable=True)
+    inverse = ops.argsort(order, axis=axis, stable=True)
+    return take_along_axis(grad, inverse, axis)
+
+
+def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
+    ops = _ops()
+    a = axis % x.ndim
+    moved = ops.moveaxis(x, a, -1)
+    idx = ops.moveaxis(indices, a, -1)
+    n = moved._shape[-1]
+    rows = moved._numel // max(n, 1)
+    offsets = ops.reshape(ops.arange(rows, device=x._device) * n, (*moved._shape[:-1], 1))
+    flat = ops.take(moved.reshape((-1,)), ops.reshape(idx + offsets, (-1,)), axis=0)
+    return ops.moveaxis(flat.reshape(idx._shape), -1, a)
+
+
+def matmul_grad(grad: Tensor, x1: Tensor, x2: Tensor, which: int) -> Tensor:
+    """Gradients of matmul, with numpy's 1-d promotions undone (the engine sums batch dims)."""
+    ops = _ops()
+    a = x1.reshape((1, x1._shape[0])) if x1.ndim == 1 else x1
+    b = x2.reshape((x2._shape[0], 1)) if x2.ndim == 1 else x2
+    g = grad
+    if x1.ndim == 1:
+        g = ops.expand_dims(g, axis=-2 if x2.ndim > 1 else 0)
+    if x2.ndim == 1:
+        g = ops.expand_dims(g, axis=-1)
+    if which == 0:
+        out = ops.matmul(g, conj(b).mT)
+        return sum_to(out, a._shape).reshape(x1._shape) if x1.ndim == 1 else out
+    out = ops.matmul(conj(a).mT, g)
+    return sum_to(out, b._shape).reshape(x2._shape) if x2.ndim == 1 else out
+
+
+def take_grad(grad: Tensor, x: Tensor, indices: Tensor, axis: Any) -> Tensor:
+    """Scatter-add the gradient back to the gathered positions (repeats accumulate)."""
+    from ember_core.autograd.storage_grad import _linear
+    from ember_core.creation import zeros
+
+    ops = _ops()
+    a = 0 if axis is None else axis % x.ndim
+    with no_grad():
+        out = zeros(x._shape, dtype=grad._dtype, device=grad._device)
+        ops.index_put(out, indices, grad, axis=a, accumulate=True)
+    return _linear("take_backward", out, grad, lambda gg: ops.take(gg, indices, axis=axis))
+
+
+HELPERS: dict[str, Any] = {
+    "conj": conj, "sum_to": sum_to, "zeros_like": zeros_like, "ones_like": ones_like,
+    "inverse_permutation": inverse_permutation, "unsqueeze_reduced": unsqueeze_reduced,
+    "reduced_count": reduced_count, "real_if": real_if, "math": math, "sgn": sgn, "times_i": times_i,
+    "tie_share": tie_share, "pow_base_grad": pow_base_grad, "pow_exponent_grad": pow_exponent_grad,
+    "prod_grad": prod_grad, "extremum_grad": extremum_grad, "cumulative_sum_grad": cumulative_sum_grad,
+    "cumulative_prod_grad": cumulative_prod_grad, "sort_grad": sort_grad, "take_along_axis": take_along_axis,
+    "matmul_grad": matmul_grad, "take_grad": take_grad,
+}
+
+
+def _namespace() -> dict[str, Any]:
+    from ember_core import views
+    from ember_core.autograd.storage_grad import layout, restride
+    from ember_core.ops import _EXPRESSION_GLOBALS
+
+    return {**_EXPRESSION_GLOBALS, "reshape": views.reshape, "permute_dims": views.permute_dims,
+            "expand_dims": views.expand_dims, "broadcast_to": views.broadcast_to, "flip_view": views.flip_view,
+            "restride": restride, "layout": layout, **HELPERS}
+
+
+_NAMESPACE: dict[str, Any] = {}
+
+
+# ---- compiled derivatives of one op --------------------------------------------------------------
+
+class Derivative:
+    """An op's formulas compiled once, with what each needs saved."""
+
+    def __init__(self, schema: OpSchema) -> None:
+        self.schema = schema
+        self.names = [p.name for p in schema.params]
+        self.defaults = {p.name: p.default for p in schema.params if not p.required}
+        self.tensor_params = [p.name for p in schema.params if p.is_tensor]
+        self.list_params = {p.name for p in schema.params if p.is_tensor and ("list" in p.annotation or
+                                                                            "Sequence" in p.annotation)}
+        self.formulas: dict[str, Any] = {}
+        for name, text in schema.derivatives.items():
+            if text == NON_DIFFERENTIABLE:
+                continue
+            try:
+                self.formulas[name] = compile(text, f"<{schema.file}: derivative of {schema.name} for {name}>", "eval")
+            except SyntaxError as exc:
+                raise RegistryError(f"{schema.file}: op {schema.name!r}: derivative for {name!r}: {exc.msg}") from None
+        # per input: the tensors its formula reads (saved only when that input needs a gradient)
+        self.reads = {name: [n for n in self.tensor_params if n in code.co_names] + (
+            ["result"] if "result" in code.co_names else []) for name, code in self.formulas.items()}
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = dict(self.defaults)
+        bound.update(zip(self.names, args))
+        if kwargs:
+            bound.update(kwargs)
+        return bound
+
+
+def check_schema(schema: OpSchema) -> None:
+    """A differentiable primitive must say, for each tensor parameter, how its gradient flows."""
+    if not schema.differentiable or schema.kind != "primitive" or not schema.dtypes & _INEXACT:
+        return
+    missing = [p.name for p in schema.params if p.is_tensor and p.name not in schema.derivatives]
+    if missing:
+        raise RegistryError(
+            f"{schema.file}: op {schema.name!r} is a differentiable primitive but declares no derivative for "
+            f"{missing}; add derivatives = {{ {missing[0]} = \"...\" }} (or \"{NON_DIFFERENTIABLE}\"), or set "
+            f"differentiable = false"
+        )
+
+
+_INEXACT = GROUPS["floating"]  # real and complex floating dtypes: the ones that carry gradients
+
+
+class FormulaNode(Node):
+    """A registry op's node: evaluates its TOML formulas on the saved arguments."""
+
+    __slots__ = ("bound", "deriv", "inputs_order", "result_alias", "result_meta")
+
+    def __init__(self, deriv: Derivative, bound: dict[str, Any], inputs: list[tuple[str, int, Tensor]],
+                 result: Tensor | None) -> None:
+        super().__init__(deriv.schema.name, [t for _, _, t in inputs])
+        self.deriv = deriv
+        self.inputs_order = [(name, i) for name, i, _ in inputs]
+        self.bound = bound
+        reads = {n for name, _, _ in inputs for n in deriv.reads[name]}
+        saved: list[Tensor] = []
+        for n in reads - {"result"}:
+            value = bound.get(n)
+            saved.extend(t for t in (value if n in deriv.list_params else [value]) if isinstance(t, Tensor))
+        self.result_alias = None
+        if "result" in reads and result is not None:
+            # an alias without grad_fn: saving the output itself would make a reference cycle
+            self.result_alias = result._view(result._shape, result._strides, result._offset)
+            saved.append(self.result_alias)
+        self.result_meta = None if result is None else (result._shape, result._dtype)
+        if deriv.schema.family != "view":  # a view's gradient reads layouts only, never the data
+            self.save(saved)
+
+    def backward(self, grads: list[Tensor | None]) -> list[Any]:
+        grad = grads[0]
+        if grad is None:
+            from ember_core.creation import zeros
+
+            shape, dtype = self.result_meta
+            grad = zeros(shape, dtype=dtype, device=self._device_of_inputs())
+        scope = dict(self.bound)
+        for name in self.deriv.tensor_params:  # a Python scalar operand joins the math as a 0-d tensor
+            value = scope.get(name)
+            if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+                from ember_core.creation import full
+
+                scope[name] = full((), value, dtype=grad._dtype, device=grad._device)
+        scope["grad"] = grad
+        if self.result_alias is not None:
+            result = self.result_alias
+            if MODE.enabled:  # create_graph: the result is differentiable again, through this node
+                result = result._view(result._shape, result._strides, result._offset)
+                attach([result], self)
+            scope["result"] = result
+        ns = _NAMESPACE or _NAMESPACE.update(_namespace()) or _NAMESPACE
+        out: list[Any] = []
+        cache: dict[str, Any] = {}
+        for (name, index), edge in zip(self.inputs_order, self.next):
+            if edge is None:
+                out.append(None)
+                continue
+            if name not in cache:
+                cache[name] = eval(self.deriv.formulas[name], ns, scope)
+            value = cache[name]
+            out.append(value[index] if index >= 0 else value)
+        return out
+
+    def _device_of_inputs(self) -> Any:
+        for v in self.bound.values():
+            if isinstance(v, Tensor):
+                return v._device
+        return None
+
+    def release(self) -> None:
+        super().release()
+        self.bound = {}
+        self.result_alias = None
+
+
+def _grad_inputs(deriv: Derivative, bound: dict[str, Any]) -> list[tuple[str, int, Tensor]]:
+    """(param, index in a list param or -1, tensor) for every tensor argument that requires grad."""
+    found = []
+    for name in deriv.tensor_params:
+        value = bound.get(name)
+        if name in deriv.list_params and isinstance(value, (list, tuple)):
+            for i, t in enumerate(value):
+                if isinstance(t, Tensor) and t._requires_grad:
+                    found.append((name, i, t))
+        elif isinstance(value, Tensor) and value._requires_grad:
+            found.append((name, -1, value))
+    return [f for f in found if f[0] in deriv.formulas]
+
+
+def _wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    for a in args:
+        if a.__class__ is Tensor:
+            if a._requires_grad:
+                return True
+        elif a.__class__ in (list, tuple):
+            for t in a:
+                if t.__class__ is Tensor and t._requires_grad:
+                    return True
+    if kwargs:
+        return _wants_grad(tuple(kwargs.values()), {})
+    return False
+
+
+def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Callable[..., Any] | None
+                   ) -> Callable[..., Any]:
+    """Wrap an installed op so that it records a node when an input requires grad."""
+    if not schema.differentiable:
+        return forward
+    check_schema(schema)
+    if schema.derivatives:
+        deriv = Derivative(schema)
+
+        def recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            MODE.enabled = False
+            try:
+                result = forward(*args, **kwargs)
+            finally:
+                MODE.enabled = True
+            if not isinstance(result, Tensor) or result._dtype not in _INEXACT:
+                return result
+            bound = deriv.bind(args, kwargs)
+            inputs = _grad_inputs(deriv, bound)
+            if inputs:
+                attach([result], FormulaNode(deriv, bound, inputs, result))
+            return result
+    elif composite is not None:
+        def recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            result = composite(*args, **kwargs)
+            _check_connected(schema, result)
+            return result
+    else:
+        return forward
+
+    def op(*args: Any, **kwargs: Any) -> Any:
+        if MODE.enabled and _wants_grad(args, kwargs):
+            return recorded(args, kwargs)
+        return forward(*args, **kwargs)
+
+    op.__wrapped__ = forward  # type: ignore[attr-defined]  (inspect.signature shows the op's own)
+    return op
+
+
+def _check_connected(schema: OpSchema, result: Any) -> None:
+    """A decomposition that lost the graph would give silently missing gradients: refuse it."""
+    outs = result if isinstance(result, (tuple, list)) else (result,)
+    for t in outs:
+        if isinstance(t, Tensor) and t._dtype in _INEXACT and not t._requires_grad:
+            raise RegistryError(
+                f"{schema.file}: op {schema.name!r} is differentiable but its composite produced a result "
+                f"outside the graph; declare derivatives for it in the registry or mark it differentiable = false"
+            )
+
+
+__all__ = ["HELPERS", "NON_DIFFERENTIABLE", "Derivative", "FormulaNode", "differentiable", "sum_to"]
