@@ -1,0 +1,182 @@
+/*
+ * The XNNPACK operators ember uses, wrapped so that Python makes one call to create an operator
+ * (weights are packed then; the Python side caches the result) and one call per run.
+ * NCHW tensors go through the NHWC workspace (layout.c); when a tensor has a single pixel or a
+ * single channel both layouts are the same bytes and the transpose is skipped.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include <pthreadpool.h>
+#include <xnnpack.h>
+
+#include "layout.h"
+
+#define F32(base, offset) ((const float *)(base) + (offset))
+#define F32_OUT(base, offset) ((float *)(base) + (offset))
+
+int exn_initialize(void) { return xnn_initialize(NULL); }
+
+void *exn_pool_create(size_t threads) { return threads > 1 ? pthreadpool_create(threads) : NULL; }
+
+void exn_pool_destroy(void *pool) {
+    if (pool) pthreadpool_destroy((pthreadpool_t)pool);
+}
+
+void exn_delete_operator(void *op) { xnn_delete_operator((xnn_operator_t)op); }
+
+static int run(xnn_operator_t op, void *pool, enum xnn_status setup_status) {
+    return setup_status != xnn_status_success ? (int)setup_status : (int)xnn_run_operator(op, (pthreadpool_t)pool);
+}
+
+static int weights_finite(const float *weight, size_t count, const float *bias, size_t bias_count) {
+    return exn_all_finite(NULL, weight, count) && (!bias || exn_all_finite(NULL, bias, bias_count));
+}
+
+/* The NHWC form of an NCHW input, checked to be finite: the tensor itself when one dim of the
+ * pair is 1, else a transposed copy in the workspace.  NULL with *status set otherwise. */
+static const float *to_nhwc(void *pool, const float *x, size_t n, size_t c, size_t hw, int *status) {
+    const float *nhwc;
+    int finite;
+    if (c == 1 || hw == 1) {
+        nhwc = exn_readable_input(x, n * c * hw, EXN_WS_INPUT);
+        finite = nhwc && exn_all_finite(pool, x, n * c * hw);
+    } else {
+        float *copy = exn_workspace(EXN_WS_INPUT, n * c * hw);
+        finite = copy && exn_transpose(pool, x, copy, n, c, hw, 1);
+        nhwc = copy;
+    }
+    *status = !nhwc ? EXN_STATUS_OUT_OF_MEMORY : !finite ? EXN_STATUS_NONFINITE : 0;
+    return *status ? NULL : nhwc;
+}
+
+static float *nhwc_output(float *out, size_t n, size_t c, size_t hw) {
+    return c == 1 || hw == 1 ? out : exn_workspace(EXN_WS_OUTPUT, n * c * hw);
+}
+
+static void to_nchw(void *pool, const float *nhwc, float *out, size_t n, size_t c, size_t hw) {
+    if (nhwc != out) exn_transpose(pool, nhwc, out, n, hw, c, 0);
+}
+
+/* ---- convolution and its input gradient (a deconvolution) --------------------------------------- */
+
+int exn_conv2d_create(const void *weight, int64_t weight_offset, const void *bias, int64_t bias_offset,
+                      uint32_t groups, uint32_t group_input_channels, uint32_t group_output_channels,
+                      uint32_t kernel_h, uint32_t kernel_w, uint32_t stride_h, uint32_t stride_w,
+                      uint32_t dilation_h, uint32_t dilation_w, uint32_t pad_h, uint32_t pad_w,
+                      float output_min, float output_max, void **op_out) {
+    size_t out_channels = (size_t)groups * group_output_channels;
+    size_t taps = (size_t)kernel_h * kernel_w;
+    const float *b = bias ? F32(bias, bias_offset) : NULL;
+    if (!weights_finite(F32(weight, weight_offset), out_channels * group_input_channels * taps, b, out_channels))
+        return EXN_STATUS_NONFINITE;
+    /* OIHW -> XNNPACK's [groups][group_output_channels][kh][kw][group_input_channels] = OHWI */
+    float *ohwi = malloc(out_channels * taps * group_input_channels * sizeof(float) + 1);
+    if (!ohwi) return EXN_STATUS_OUT_OF_MEMORY;
+    exn_transpose(NULL, F32(weight, weight_offset), ohwi, out_channels, group_input_channels, taps, 0);
+    enum xnn_status status = xnn_create_convolution2d_nhwc_f32(
+        pad_h, pad_w, pad_h, pad_w, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, groups,
+        group_input_channels, group_output_channels, (size_t)groups * group_input_channels, out_channels, ohwi, b,
+        output_min, output_max, 0, (xnn_operator_t *)op_out);
+    free(ohwi);  /* the operator packed its own copy */
+    return (int)status;
+}
+
+int exn_conv2d_run(void *op, void *pool, size_t n, size_t c, size_t h, size_t w, size_t o, size_t oh, size_t ow,
+                   const void *x, int64_t x_offset, void *out, int64_t out_offset) {
+    int status;
+    const float *x_nhwc = to_nhwc(pool, F32(x, x_offset), n, c, h * w, &status);
+    if (!x_nhwc) return status;
+    float *y_nhwc = nhwc_output(F32_OUT(out, out_offset), n, o, oh * ow);
+    if (!y_nhwc) return EXN_STATUS_OUT_OF_MEMORY;
+    status = run(op, pool, xnn_setup_convolution2d_nhwc_f32(op, n, h, w, x_nhwc, y_nhwc, (pthreadpool_t)pool));
+    if (status == 0) to_nchw(pool, y_nhwc, F32_OUT(out, out_offset), n, o, oh * ow);
+    return status;
+}
+
+int exn_conv2d_input_grad_create(const void *weight, int64_t weight_offset, uint32_t groups,
+                                 uint32_t group_input_channels, uint32_t group_output_channels, uint32_t kernel_h,
+                                 uint32_t kernel_w, uint32_t stride_h, uint32_t stride_w, uint32_t dilation_h,
+                                 uint32_t dilation_w, uint32_t pad_h, uint32_t pad_w, void **op_out) {
+    size_t per_group = (size_t)group_input_channels * kernel_h * kernel_w;
+    size_t count = (size_t)groups * group_output_channels * per_group;
+    if (!weights_finite(F32(weight, weight_offset), count, NULL, 0)) return EXN_STATUS_NONFINITE;
+    /* The deconvolution maps the conv's outputs back to its inputs: per group, OIHW
+     * (group_output_channels, per_group) -> [group_input_channels][kh][kw][group_output_channels]. */
+    float *packed = malloc(count * sizeof(float) + 1);
+    if (!packed) return EXN_STATUS_OUT_OF_MEMORY;
+    exn_transpose(NULL, F32(weight, weight_offset), packed, groups, group_output_channels, per_group, 0);
+    enum xnn_status status = xnn_create_deconvolution2d_nhwc_f32(
+        pad_h, pad_w, pad_h, pad_w, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, groups,
+        group_output_channels, group_input_channels, (size_t)groups * group_output_channels,
+        (size_t)groups * group_input_channels, packed, NULL, -INFINITY, INFINITY, 0, (xnn_operator_t *)op_out);
+    free(packed);
+    return (int)status;
+}
+
+int exn_conv2d_input_grad_run(void *op, void *pool, size_t n, size_t o, size_t oh, size_t ow, size_t c, size_t h,
+                              size_t w, uint32_t adjust_h, uint32_t adjust_w, const void *grad_output,
+                              int64_t grad_output_offset, void *out, int64_t out_offset) {
+    int status;
+    const float *dy_nhwc = to_nhwc(pool, F32(grad_output, grad_output_offset), n, o, oh * ow, &status);
+    if (!dy_nhwc) return status;
+    float *dx_nhwc = nhwc_output(F32_OUT(out, out_offset), n, c, h * w);
+    if (!dx_nhwc) return EXN_STATUS_OUT_OF_MEMORY;
+    status = run(op, pool, xnn_setup_deconvolution2d_nhwc_f32(op, n, oh, ow, adjust_h, adjust_w, dy_nhwc, dx_nhwc,
+                                                              (pthreadpool_t)pool));
+    if (status == 0) to_nchw(pool, dx_nhwc, F32_OUT(out, out_offset), n, c, h * w);
+    return status;
+}
+
+/* ---- fully connected ----------------------------------------------------------------------------- */
+
+int exn_linear_create(size_t in_features, size_t out_features, const void *weight, int64_t weight_offset,
+                      const void *bias, int64_t bias_offset, float output_min, float output_max, void **op_out) {
+    const float *b = bias ? F32(bias, bias_offset) : NULL;
+    if (!weights_finite(F32(weight, weight_offset), in_features * out_features, b, out_features))
+        return EXN_STATUS_NONFINITE;
+    return (int)xnn_create_fully_connected_nc_f32(in_features, out_features, in_features, out_features,
+                                                  F32(weight, weight_offset), b, output_min, output_max, 0,
+                                                  (xnn_operator_t *)op_out);
+}
+
+int exn_linear_run(void *op, void *pool, size_t rows, size_t in_features, const void *x, int64_t x_offset,
+                   void *out, int64_t out_offset) {
+    if (!exn_all_finite(pool, F32(x, x_offset), rows * in_features)) return EXN_STATUS_NONFINITE;
+    const float *input = exn_readable_input(F32(x, x_offset), rows * in_features, EXN_WS_PAD);
+    if (!input) return EXN_STATUS_OUT_OF_MEMORY;
+    return run(op, pool, xnn_setup_fully_connected_nc_f32(op, rows, input, F32_OUT(out, out_offset),
+                                                          (pthreadpool_t)pool));
+}
+
+/* ---- pooling ------------------------------------------------------------------------------------ */
+
+int exn_pool2d_create(int kind, uint32_t pad_top, uint32_t pad_left, uint32_t pad_bottom, uint32_t pad_right,
+                      uint32_t kernel_h, uint32_t kernel_w, uint32_t stride_h, uint32_t stride_w,
+                      uint32_t dilation_h, uint32_t dilation_w, size_t channels, void **op_out) {
+    xnn_operator_t *op = (xnn_operator_t *)op_out;
+    if (kind == EXN_MAX_POOL)
+        return (int)xnn_create_max_pooling2d_nhwc_f32(pad_top, pad_right, pad_bottom, pad_left, kernel_h, kernel_w,
+                                                      stride_h, stride_w, dilation_h, dilation_w, channels,
+                                                      channels, channels, -INFINITY, INFINITY, 0, op);
+    if (dilation_h != 1 || dilation_w != 1) return EXN_STATUS_UNSUPPORTED_PARAMETER;
+    return (int)xnn_create_average_pooling2d_nhwc_f32(pad_top, pad_right, pad_bottom, pad_left, kernel_h, kernel_w,
+                                                      stride_h, stride_w, channels, channels, channels, -INFINITY,
+                                                      INFINITY, 0, op);
+}
+
+int exn_pool2d_run(int kind, void *op, void *pool, size_t n, size_t c, size_t h, size_t w, size_t oh, size_t ow,
+                   const void *x, int64_t x_offset, void *out, int64_t out_offset) {
+    int status;
+    const float *x_nhwc = to_nhwc(pool, F32(x, x_offset), n, c, h * w, &status);
+    if (!x_nhwc) return status;
+    float *y_nhwc = nhwc_output(F32_OUT(out, out_offset), n, c, oh * ow);
+    if (!y_nhwc) return EXN_STATUS_OUT_OF_MEMORY;
+    pthreadpool_t threads = (pthreadpool_t)pool;
+    enum xnn_status setup = kind == EXN_MAX_POOL
+        ? xnn_setup_max_pooling2d_nhwc_f32(op, n, h, w, x_nhwc, y_nhwc, threads)
+        : xnn_setup_average_pooling2d_nhwc_f32(op, n, h, w, x_nhwc, y_nhwc, threads);
+    status = run(op, pool, setup);
+    if (status == 0) to_nchw(pool, y_nhwc, F32_OUT(out, out_offset), n, c, oh * ow);
+    return status;
+}

@@ -1,0 +1,228 @@
+"""The kernels: ember's calling convention ``kernel(out, *inputs, **attrs)`` on top of the C layer.
+
+Each kernel checks, in Python and before any native call, that it can take the call exactly:
+float32, C-contiguous operands, parameters XNNPACK implements with ember's semantics.  Anything
+else returns ``NotImplemented`` and the core runs the next provider (ember-cpu, or the op's
+composite), so a call is never answered wrongly.  The C layer declines the same way when an input
+or weight holds NaN or an infinity (XNNPACK's output clamps turn NaN into -inf).  Shapes that
+contradict the op (a core bug) raise ``ShapeError``.
+
+Elementwise ops (relu, sigmoid, add, multiply, clamp) are not served: XNNPACK's versions lose NaN
+and were slower than ember-cpu's at every size above a few thousand elements (see the README of
+this plugin's benchmark, bench/bench_xnnpack.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ember_core import float32
+from ember_core.errors import ShapeError
+from ember_xnnpack import runtime
+from ember_xnnpack._native import ffi, lib
+from ember_xnnpack.cache import CACHE
+
+_PARAM_LIMIT = 1 << 31  # XNNPACK takes uint32 sizes and parameters
+_CLAMPS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf)}  # activation -> (output_min, output_max)
+
+
+class _Refused(Exception):
+    """XNNPACK rejected an operator's parameters, or its weights are not finite: the call goes to
+    the next provider."""
+
+
+def _nothing_to_do(out: Any) -> bool:
+    return out._numel == 0
+
+
+def _takes(*tensors: Any) -> bool:
+    """float32 and C-contiguous (None: an absent optional input)."""
+    return all(t is None or (t._dtype is float32 and t._contig) for t in tensors)
+
+
+def _in_range(*values: int) -> bool:
+    return all(0 <= v < _PARAM_LIMIT for v in values)
+
+
+def _expect_shape(op: str, t: Any, shape: tuple[int, ...]) -> None:
+    if t._shape != shape:
+        raise ShapeError(f"ember-xnnpack {op}: expected shape {shape}, got {t._shape} (a core bug: please report)")
+
+
+def _create(what: str, call: Callable[[Any], int]) -> Any:
+    """Run a create function that writes an operator into its last argument."""
+    slot = ffi.new("void **")
+    status = call(slot)
+    if status in runtime.DECLINED:
+        raise _Refused(what)
+    runtime.check(status, f"{what} (create)")
+    return slot[0]
+
+
+def _bias_args(bias: Any) -> tuple[Any, int]:
+    return (runtime.NULL, 0) if bias is None else (bias._storage.handle, bias._offset)
+
+
+def _run(params: Any, weights: tuple[Any, ...], create: Callable[[Any], int], run: Callable[[Any, Any], int],
+         what: str) -> Any:
+    """Look up (or create) the cached operator, then run it; NotImplemented if XNNPACK refused the
+    parameters or an input is not finite."""
+    with runtime.LOCK:
+        pool = runtime.pool()
+        try:
+            op = CACHE.operator(params, weights, lambda: _create(what, create))
+        except _Refused:
+            return NotImplemented
+        status = run(op, pool)
+    if status == lib.EXN_STATUS_NONFINITE:
+        return NotImplemented
+    runtime.check(status, what)
+    return None
+
+
+# ---- convolution, fully connected -------------------------------------------------------------
+
+def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
+           dilation: tuple[int, int], groups: int, activation: str | None) -> Any:
+    if _nothing_to_do(out):
+        return None
+    if activation not in _CLAMPS or not _takes(out, x, weight, bias) or not x._numel:
+        return NotImplemented
+    n, c, h, w = x._shape
+    o, group_in, kh, kw = weight._shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    if not _in_range(n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups) or not group_in:
+        return NotImplemented
+    if groups < 1 or group_in * groups != c or o % groups or (bias is not None and bias._shape != (o,)):
+        raise ShapeError(f"ember-xnnpack conv2d: x {x._shape}, weight {weight._shape}, bias "
+                         f"{None if bias is None else bias._shape} and groups={groups} do not fit (a core bug)")
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    _expect_shape("conv2d", out, (n, o, oh, ow))
+    out_min, out_max = _CLAMPS[activation]
+    b, b_offset = _bias_args(bias)
+
+    def create(slot: Any) -> int:
+        return lib.exn_conv2d_create(weight._storage.handle, weight._offset, b, b_offset, groups, group_in,
+                                     o // groups, kh, kw, sh, sw, dh, dw, ph, pw, out_min, out_max, slot)
+
+    def run(op: Any, pool: Any) -> int:
+        return lib.exn_conv2d_run(op, pool, n, c, h, w, o, oh, ow, x._storage.handle, x._offset,
+                                  out._storage.handle, out._offset)
+
+    return _run(("conv2d", stride, padding, dilation, groups, activation), (weight, bias), create, run, "conv2d")
+
+
+def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[int, int],
+                      padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Any:
+    """The transposed convolution of grad_output with conv2d's weights (XNNPACK's deconvolution)."""
+    if _nothing_to_do(out):
+        return None
+    if not _takes(out, grad_output, weight) or not grad_output._numel:
+        return NotImplemented
+    n, c, h, w = out._shape
+    o, group_in, kh, kw = weight._shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    if not _in_range(n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups) or not group_in:
+        return NotImplemented
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    # the rows/columns the conv's floor division dropped, which the deconvolution must add back
+    adjust_h = h - ((oh - 1) * sh + dh * (kh - 1) + 1 - 2 * ph)
+    adjust_w = w - ((ow - 1) * sw + dw * (kw - 1) + 1 - 2 * pw)
+    if groups < 1 or group_in * groups != c or o % groups or not (0 <= adjust_h < sh and 0 <= adjust_w < sw):
+        raise ShapeError(f"ember-xnnpack conv2d_input_grad: input {out._shape}, weight {weight._shape}, "
+                         f"groups={groups} do not fit (a core bug)")
+    _expect_shape("conv2d_input_grad", grad_output, (n, o, oh, ow))
+
+    def create(slot: Any) -> int:
+        return lib.exn_conv2d_input_grad_create(weight._storage.handle, weight._offset, groups, group_in,
+                                                o // groups, kh, kw, sh, sw, dh, dw, ph, pw, slot)
+
+    def run(op: Any, pool: Any) -> int:
+        return lib.exn_conv2d_input_grad_run(op, pool, n, o, oh, ow, c, h, w, adjust_h, adjust_w,
+                                             grad_output._storage.handle, grad_output._offset,
+                                             out._storage.handle, out._offset)
+
+    return _run(("conv2d_input_grad", stride, padding, dilation, groups), (weight,), create, run,
+                "conv2d_input_grad")
+
+
+def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) -> Any:
+    if _nothing_to_do(out):
+        return None
+    if activation not in _CLAMPS or not _takes(out, x, weight, bias) or not x._numel:
+        return NotImplemented
+    rows, features = x._shape
+    out_features = weight._shape[0]
+    if weight._shape != (out_features, features) or (bias is not None and bias._shape != (out_features,)):
+        raise ShapeError(f"ember-xnnpack linear: x {x._shape}, weight {weight._shape} and bias "
+                         f"{None if bias is None else bias._shape} do not fit (a core bug)")
+    _expect_shape("linear", out, (rows, out_features))
+    out_min, out_max = _CLAMPS[activation]
+    b, b_offset = _bias_args(bias)
+
+    def create(slot: Any) -> int:
+        return lib.exn_linear_create(features, out_features, weight._storage.handle, weight._offset, b, b_offset,
+                                     out_min, out_max, slot)
+
+    def run(op: Any, pool: Any) -> int:
+        return lib.exn_linear_run(op, pool, rows, features, x._storage.handle, x._offset, out._storage.handle,
+                                  out._offset)
+
+    return _run(("linear", activation), (weight, bias), create, run, "linear")
+
+
+# ---- pooling ----------------------------------------------------------------------------------
+
+def _pool2d(kind: int, name: str, out: Any, x: Any, kernel_size: tuple[int, int], stride: Any,
+            padding: tuple[int, int], dilation: tuple[int, int]) -> Any:
+    """Pooling with XNNPACK's floor-mode output size, extended by bottom/right padding when the
+    core asked for a larger (ceil-mode) output."""
+    if _nothing_to_do(out):
+        return None
+    if not _takes(out, x):
+        return NotImplemented
+    n, c, h, w = x._shape
+    (kh, kw), (ph, pw), (dh, dw) = kernel_size, padding, dilation
+    sh, sw = kernel_size if stride is None else stride
+    if not _in_range(n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw):
+        return NotImplemented
+    oh, ow = out._shape[2:]
+    _expect_shape(name, out, (n, c, oh, ow))
+    pad_bottom = max(ph, (oh - 1) * sh + dh * (kh - 1) + 1 - h - ph)
+    pad_right = max(pw, (ow - 1) * sw + dw * (kw - 1) + 1 - w - pw)
+    floor_oh = (h + ph + pad_bottom - dh * (kh - 1) - 1) // sh + 1
+    floor_ow = (w + pw + pad_right - dw * (kw - 1) - 1) // sw + 1
+    if (floor_oh, floor_ow) != (oh, ow):
+        raise ShapeError(f"ember-xnnpack {name}: output {out._shape} does not follow from input {x._shape}, "
+                         f"kernel {kernel_size}, stride {stride}, padding {padding} (a core bug)")
+
+    def create(slot: Any) -> int:
+        return lib.exn_pool2d_create(kind, ph, pw, pad_bottom, pad_right, kh, kw, sh, sw, dh, dw, c, slot)
+
+    def run(op: Any, pool: Any) -> int:
+        return lib.exn_pool2d_run(kind, op, pool, n, c, h, w, oh, ow, x._storage.handle, x._offset,
+                                  out._storage.handle, out._offset)
+
+    return _run((name, c, kh, kw, sh, sw, ph, pw, pad_bottom, pad_right, dh, dw), (), create, run, name)
+
+
+def max_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: Any, padding: tuple[int, int],
+               dilation: tuple[int, int], ceil_mode: bool) -> Any:
+    return _pool2d(lib.EXN_MAX_POOL, "max_pool2d", out, x, kernel_size, stride, padding, dilation)
+
+
+def avg_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: Any, padding: tuple[int, int],
+               ceil_mode: bool, count_include_pad: bool) -> Any:
+    # XNNPACK divides by the taps inside the input when there is padding (count_include_pad=False)
+    # and by the window size otherwise; ceil mode's partial windows are not expressible.
+    if ceil_mode or (count_include_pad and any(padding)):
+        return NotImplemented
+    return _pool2d(lib.EXN_AVG_POOL, "avg_pool2d", out, x, kernel_size, stride, padding, (1, 1))
+
+
+KERNELS: dict[str, Callable[..., Any]] = {
+    "conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad, "linear": linear, "max_pool2d": max_pool2d,
+    "avg_pool2d": avg_pool2d,
+}

@@ -1,0 +1,48 @@
+"""linear (fully connected) against a float64 numpy reference, with and without bias and relu."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import references as ref
+from conftest import served_by, traced
+
+import ember_core as em
+
+
+@pytest.mark.parametrize(("batch", "features", "out_features"), [((1,), 7, 5), ((33,), 64, 48), ((2, 3, 5), 17, 9),
+                                                                  ((256,), 300, 129)])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_linear_matches_reference(rng, batch, features, out_features, bias, activation):
+    x = rng.standard_normal((*batch, features)).astype(np.float32)
+    w = rng.standard_normal((out_features, features)).astype(np.float32)
+    b = rng.standard_normal(out_features).astype(np.float32) if bias else None
+    out, providers = traced(em.linear, em.asarray(x), em.asarray(w), None if b is None else em.asarray(b),
+                            activation=activation)
+    magnitude = ref.linear(np.abs(x), np.abs(w), None if b is None else np.abs(b))
+    ref.assert_close_dot(out.numpy(), ref.linear(x, w, b, activation), magnitude)
+    assert served_by(providers, "linear") == {"xnnpack"}
+
+
+def test_linear_matches_pytorch(rng):
+    torch = pytest.importorskip("torch")
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((16, 40), (24, 40), (24,)))
+    out = em.linear(em.asarray(x), em.asarray(w), em.asarray(b), activation="relu")
+    expected = torch.relu(torch.nn.functional.linear(*map(torch.from_numpy, (x, w, b))))
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_input_ending_at_a_page_boundary_is_read_safely(rng):
+    """XNNPACK may read 16 bytes past an input; 1024 rows x 1024 floats end exactly on a page."""
+    x = rng.standard_normal((1024, 1024)).astype(np.float32)
+    w = rng.standard_normal((8, 1024)).astype(np.float32)
+    out = em.linear(em.asarray(x), em.asarray(w))
+    ref.assert_close_dot(out.numpy(), ref.linear(x, w, None), ref.linear(np.abs(x), np.abs(w), None))
+
+
+def test_float64_goes_to_the_next_provider(rng):
+    x, w = rng.standard_normal((4, 6)), rng.standard_normal((3, 6))
+    out, providers = traced(em.linear, em.asarray(x), em.asarray(w))
+    assert "xnnpack" not in served_by(providers, "linear")
+    np.testing.assert_allclose(out.numpy(), x @ w.T, rtol=1e-12)

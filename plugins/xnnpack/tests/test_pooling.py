@@ -1,0 +1,83 @@
+"""max_pool2d and avg_pool2d against float64 references with PyTorch's rules; the parameters
+XNNPACK cannot express are declined and answered by the next provider, identically."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import references as ref
+from conftest import served_by, traced
+
+import ember_core as em
+
+MAX_CASES = [  # shape, kernel, stride, padding, dilation, ceil_mode
+    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((1, 4, 9, 7), (3, 3), (2, 2), (1, 1), (1, 1), False),
+    ((2, 5, 9, 7), (3, 3), (2, 2), (1, 1), (1, 1), True),  # ceil mode: extra bottom/right padding
+    ((1, 2, 10, 11), (3, 2), (1, 3), (1, 0), (1, 1), True),
+    ((3, 6, 11, 12), (3, 3), (1, 1), (0, 0), (2, 2), False),  # dilation
+    ((2, 3, 9, 10), (3, 3), (2, 2), (1, 1), (2, 2), False),  # dilated windows reaching into padding
+    ((2, 3, 9, 10), (2, 2), (2, 2), (1, 1), (2, 2), True),
+    ((1, 1, 13, 13), (2, 4), (3, 1), (1, 2), (1, 1), False),
+    ((2, 64, 28, 28), (3, 3), (2, 2), (1, 1), (1, 1), False),
+]
+AVG_CASES = [  # shape, kernel, stride, padding, count_include_pad
+    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), True),
+    ((1, 4, 9, 7), (3, 3), (2, 2), (0, 0), False),
+    ((2, 5, 9, 7), (3, 3), (2, 2), (1, 1), False),  # padding, divisor counts only the input
+    ((1, 2, 10, 11), (3, 2), (1, 3), (1, 0), False),
+    ((2, 64, 28, 28), (3, 3), (1, 1), (1, 1), False),
+]
+
+
+def _check(out, expected):
+    ref.assert_close(out.numpy(), expected.astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", MAX_CASES)
+def test_max_pool2d_matches_reference(rng, case):
+    shape, kernel, stride, padding, dilation, ceil_mode = case
+    x = rng.standard_normal(shape).astype(np.float32)
+    out, providers = traced(em.max_pool2d, em.asarray(x), kernel, stride, padding, dilation, ceil_mode)
+    _check(out, ref.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode))
+    assert served_by(providers, "max_pool2d") == {"xnnpack"}
+
+
+@pytest.mark.parametrize("case", AVG_CASES)
+def test_avg_pool2d_matches_reference(rng, case):
+    shape, kernel, stride, padding, count_include_pad = case
+    x = rng.standard_normal(shape).astype(np.float32)
+    out, providers = traced(em.avg_pool2d, em.asarray(x), kernel, stride, padding, False, count_include_pad)
+    _check(out, ref.avg_pool2d(x, kernel, stride, padding, False, count_include_pad))
+    assert served_by(providers, "avg_pool2d") == {"xnnpack"}
+
+
+@pytest.mark.parametrize(("op", "args"), [
+    ("avg_pool2d", ((3, 3), (2, 2), (1, 1), True, False)),  # ceil mode
+    ("avg_pool2d", ((3, 3), (2, 2), (1, 1), False, True)),  # count_include_pad with padding
+    ("max_pool2d", ((1, 1), (1, 1), (0, 0), (1, 1), False)),  # a 1x1 window (XNNPACK refuses it)
+])
+def test_declined_parameters_are_answered_by_the_next_provider(rng, op, args):
+    x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
+    out, providers = traced(getattr(em, op), em.asarray(x), *args)
+    assert providers.get(op) and "xnnpack" not in served_by(providers, op)
+    if op == "max_pool2d":
+        expected = ref.max_pool2d(x, *args)
+    else:
+        kernel, stride, padding, ceil_mode, count_include_pad = args
+        expected = ref.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad)
+    _check(out, expected)
+    with em.providers(exclude=["xnnpack"]):
+        np.testing.assert_array_equal(getattr(em, op)(em.asarray(x), *args).numpy(), out.numpy())
+
+
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf])
+def test_non_finite_inputs_are_declined_and_propagate(op, special):
+    """XNNPACK's output clamps turn NaN into +-inf: such inputs go to the next provider."""
+    x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
+    x[0, 1, 2, 3] = special
+    out, providers = traced(getattr(em, op), em.asarray(x), 2, 2)
+    assert "xnnpack" not in served_by(providers, op)
+    expected = getattr(ref, op)(x, (2, 2), (2, 2))
+    np.testing.assert_array_equal(out.numpy(), expected.astype(np.float32))
