@@ -25,8 +25,8 @@ from ember_core.autograd.grad_mode import (
 )
 
 _LAZY = {  # loaded on first use: these modules import the op registry, which imports this package
-    "backward": "engine", "grad": "engine", "gradcheck": "gradcheck", "gradgradcheck": "gradcheck",
-    "GradcheckError": "gradcheck", "functional": None, "Node": "graph",
+    "backward": "engine", "grad": "engine", "gradcheck": "checks", "gradgradcheck": "checks",
+    "GradcheckError": "checks", "functional": None, "Node": "graph",
 }
 
 

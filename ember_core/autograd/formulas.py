@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ember_core import views
 from ember_core.autograd.grad_mode import MODE, no_grad
 from ember_core.autograd.graph import Node, attach
 from ember_core.dtypes import GROUPS
@@ -101,6 +102,12 @@ def _ops() -> Any:
     return namespace
 
 
+def arange(*args: Any, **kwargs: Any) -> Tensor:
+    from ember_core.creation import arange as make
+
+    return make(*args, **kwargs)
+
+
 def sgn(x: Tensor) -> Tensor:
     """sign for real x; x / |x| (0 at 0) for complex x: the derivative of abs."""
     ops = _ops()
@@ -161,7 +168,9 @@ def prod_grad(grad: Tensor, x: Tensor, axis: Any, keepdims: bool) -> Tensor:
     ops = _ops()
     flat, order, shape = _to_last(x, axis)
     before = ops.cumulative_prod(flat, axis=-1, include_initial=True)[..., :-1]
-    after = ops.flip(ops.cumulative_prod(ops.flip(flat, axis=-1), axis=-1, include_initial=True)[..., :-1], axis=-1)
+    last = (flat.ndim - 1,)
+    after = views.flip_view(ops.cumulative_prod(views.flip_view(flat, last), axis=-1, include_initial=True)[..., :-1],
+                            last)
     others = _from_last(before * after, order, shape)
     return unsqueeze_reduced(grad, x, axis, keepdims) * conj(others)
 
@@ -183,10 +192,10 @@ def cumulative_sum_grad(grad: Tensor, x: Tensor, axis: Any, include_initial: boo
     ops = _ops()
     a = _scan_axis(x, axis)
     if include_initial:  # output k sums x_0..x_{k-1}: drop the gradient of the empty sum
-        grad = ops.take(grad, ops.arange(1, grad._shape[a], device=grad._device), axis=a)
+        grad = ops.take(grad, arange(1, grad._shape[a], device=grad._device), axis=a)
     if x.ndim == 0:
         return grad.reshape(())
-    return ops.flip(ops.cumulative_sum(ops.flip(grad, axis=a), axis=a), axis=a)
+    return views.flip_view(ops.cumulative_sum(views.flip_view(grad, (a,)), axis=a), (a,))
 
 
 def cumulative_prod_grad(grad: Tensor, x: Tensor, result: Tensor, axis: Any, include_initial: bool) -> Tensor:
@@ -196,7 +205,7 @@ def cumulative_prod_grad(grad: Tensor, x: Tensor, result: Tensor, axis: Any, inc
                            "zeros (use prod over windows, or add a tiny offset)")
     a = _scan_axis(x, axis)
     if include_initial:
-        keep = ops.arange(1, grad._shape[a], device=grad._device)
+        keep = arange(1, grad._shape[a], device=grad._device)
         grad, result = ops.take(grad, keep, axis=a), ops.take(result, keep, axis=a)
     summed = cumulative_sum_grad(grad * conj(result), x, axis, False)
     return summed / conj(x)
@@ -215,13 +224,13 @@ def sort_grad(grad: Tensor, x: Tensor, axis: int, descending: bool) -> Tensor:
 def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
     ops = _ops()
     a = axis % x.ndim
-    moved = ops.moveaxis(x, a, -1)
-    idx = ops.moveaxis(indices, a, -1)
+    moved = views.moveaxis(x, a, -1)
+    idx = views.moveaxis(indices, a, -1)
     n = moved._shape[-1]
     rows = moved._numel // max(n, 1)
-    offsets = ops.reshape(ops.arange(rows, device=x._device) * n, (*moved._shape[:-1], 1))
-    flat = ops.take(moved.reshape((-1,)), ops.reshape(idx + offsets, (-1,)), axis=0)
-    return ops.moveaxis(flat.reshape(idx._shape), -1, a)
+    offsets = views.reshape(arange(rows, device=x._device) * n, (*moved._shape[:-1], 1))
+    flat = ops.take(moved.reshape((-1,)), views.reshape(idx + offsets, (-1,)), axis=0)
+    return views.moveaxis(flat.reshape(idx._shape), -1, a)
 
 
 def matmul_grad(grad: Tensor, x1: Tensor, x2: Tensor, which: int) -> Tensor:
@@ -231,9 +240,9 @@ def matmul_grad(grad: Tensor, x1: Tensor, x2: Tensor, which: int) -> Tensor:
     b = x2.reshape((x2._shape[0], 1)) if x2.ndim == 1 else x2
     g = grad
     if x1.ndim == 1:
-        g = ops.expand_dims(g, axis=-2 if x2.ndim > 1 else 0)
+        g = views.expand_dims(g, axis=-2 if x2.ndim > 1 else 0)
     if x2.ndim == 1:
-        g = ops.expand_dims(g, axis=-1)
+        g = views.expand_dims(g, axis=-1)
     if which == 0:
         out = ops.matmul(g, conj(b).mT)
         return sum_to(out, a._shape).reshape(x1._shape) if x1.ndim == 1 else out
@@ -442,6 +451,8 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
                 MODE.enabled = True
             if not isinstance(result, Tensor) or result._dtype not in _INEXACT:
                 return result
+            if any(result is a for a in args):  # a no-op view returned its input: never rewrite the input's history
+                result = result._view(result._shape, result._strides, result._offset)
             bound = deriv.bind(args, kwargs)
             inputs = _grad_inputs(deriv, bound)
             if inputs:
