@@ -55,7 +55,8 @@ def groups(opts: Options) -> list[tuple[int, str, str]]:
             out.append((1, schema.name, primary))
         if opts.max_level >= 2:
             out += [(2, schema.name, d) for d in DTYPE_ORDER if d in accepted and d != primary and opts.wants_dtype(d)]
-        if opts.max_level >= 3 and deep.differentiable(schema) and "float32" in accepted and opts.wants_dtype("float32"):
+        wants_grad = "float32" in accepted and opts.wants_dtype("float32")
+        if opts.max_level >= 3 and deep.differentiable(schema) and wants_grad:
             out.append((3, schema.name, "float32"))
     if opts.max_level >= 1 and opts.wants_op("views") and opts.wants_dtype("float32"):
         out.append((1, "views", "float32"))

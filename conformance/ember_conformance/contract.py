@@ -106,7 +106,8 @@ def allocator(device: str, dtype: str) -> str | None:
         if during["peak_bytes"] < during["allocated_bytes"]:
             return f"peak_bytes {during['peak_bytes']} < allocated_bytes {during['allocated_bytes']}"
         if after["allocated_bytes"] > before["allocated_bytes"]:
-            return f"after freeing {nbytes} bytes, allocated_bytes is {after['allocated_bytes']} (was {before['allocated_bytes']})"
+            return (f"after freeing {nbytes} bytes, allocated_bytes is {after['allocated_bytes']} "
+                    f"(was {before['allocated_bytes']})")
     big = em.full((16 << 20,), 3.0, dtype="float32", device=device)  # 64 MiB through the core
     tail = to_numpy(big[-3:])
     if not (tail == 3.0).all():

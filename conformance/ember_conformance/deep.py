@@ -34,6 +34,8 @@ def differentiable(schema: Any) -> bool:
 def _usable(sample: Sample) -> bool:
     if sample.error or sample.custom or sample.expression or any(word in sample.name for word in _AVOID):
         return False
+    if sample.name.startswith("to-") and not sample.name.startswith("to-float"):
+        return False  # a conversion to integers or bool has no gradient
     arrays = [a for a in (*sample.args, *sample.kwargs.values()) if isinstance(a, Arr)]
     return any(a.dtype in ("float32", "float64") for a in arrays) and all(
         not isinstance(a, list) for a in sample.args)
@@ -94,7 +96,12 @@ def _grad_check(op: str, sample: Sample) -> Any:
             out = em_call(op, args, {k: _materialize(v, "cpu") for k, v in sample.kwargs.items()})
             return out[0] if isinstance(out, (tuple, list)) else out
 
-        if not ag.gradcheck(f, tuple(leaves64), raise_exception=False):
+        try:
+            gradcheck = ag.gradcheck
+        except (ImportError, AttributeError):
+            raise SkipCase("device gradients match the cpu backend's; the finite-difference half is skipped: "
+                           "ember_core.autograd.gradcheck not available") from None
+        if not gradcheck(f, tuple(leaves64), raise_exception=False):
             return "the cpu float64 gradient disagrees with finite differences (ember_core.autograd.gradcheck)"
         return None
 
@@ -122,7 +129,8 @@ def demo_sample(epochs: int) -> Sample:
         result = run_demo(device, epochs=epochs, seed=0)
         accuracy, target = float(result["test_accuracy"]), float(result["target_accuracy"])
         if accuracy < target:
-            return f"test accuracy {accuracy:.4f} < target {target:.4f} after {epochs} epochs ({result['seconds']:.1f} s)"
+            return (f"test accuracy {accuracy:.4f} < target {target:.4f} after {epochs} epochs "
+                    f"({result['seconds']:.1f} s)")
         return None
 
     code = f"from ember_core.demo import run_demo\nprint(run_demo(device, epochs={epochs}, seed=0))"

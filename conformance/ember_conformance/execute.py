@@ -200,7 +200,8 @@ def _run(res: verdicts.CaseResult, op: str, dtype: str, sample: Sample, device: 
     if fell_back:
         res.extra["fell_back"] = fell_back
     if res.how == "native" and op in fell_back:
-        res.verdict, res.message = verdicts.FAIL, "the dispatcher chose a native kernel, yet the op ran through the fallback"
+        res.verdict = verdicts.FAIL
+        res.message = "the dispatcher chose a native kernel, yet the op ran through the fallback"
         return
     cmp = judge(op, sample, result, expected, np_args)
     res.max_abs_error, res.max_rel_error, res.max_ulp = cmp.max_abs, cmp.max_rel, cmp.max_ulp

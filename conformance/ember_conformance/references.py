@@ -53,7 +53,7 @@ def _conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *
     """Direct cross-correlation, one kernel tap at a time (float64)."""
     pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
     (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
-    n, c, h, w = x.shape
+    n, _, h, w = x.shape
     o, cg, kh, kw = weight.shape
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
@@ -146,4 +146,85 @@ def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         x = args[0]
         square = np.mean(np.abs(x) ** 2, axis=kwargs.get("axis"), keepdims=kwargs.get("keepdims", False))
         return square if op == "var" else np.sqrt(square)
+    if op == "log_softmax":  # x - max - log(sum(exp)): the error scales with |x - max| + 1, not the result
+        x, axis = args[0], kwargs.get("axis", args[1] if len(args) > 1 else -1)
+        return np.abs(x - x.max(axis=axis, keepdims=True)) + 1
     return None
+
+
+# ---- neural-network ops ---------------------------------------------------------------------------
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _pool_windows(x: np.ndarray, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+                  fill: float) -> np.ndarray:
+    """Every pooling window as (N, C, OH, OW, kh*kw), padded with ``fill`` (PyTorch's output size rule)."""
+    (kh, kw), (ph, pw), (dh, dw) = _pair(kernel), _pair(padding), _pair(dilation)
+    sh, sw = _pair(kernel if stride is None else stride)
+    h, w = x.shape[-2:]
+
+    def size(length: int, k: int, s: int, p: int, d: int) -> int:
+        span = length + 2 * p - d * (k - 1) - 1
+        out = (-(-span // s) if ceil_mode else span // s) + 1
+        return out - 1 if ceil_mode and (out - 1) * s >= length + p else out
+
+    oh, ow = size(h, kh, sh, ph, dh), size(w, kw, sw, pw, dw)
+    extra_h = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph))
+    extra_w = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw))
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph + extra_h), (pw, pw + extra_w)), constant_values=fill)
+    taps = [xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
+            for i in range(kh) for j in range(kw)]
+    return np.stack(taps, axis=-1)
+
+
+def _max_pool2d(x: np.ndarray, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                ceil_mode: bool = False) -> np.ndarray:
+    return _pool_windows(x, kernel_size, stride, padding, dilation, ceil_mode, -np.inf).max(axis=-1)
+
+
+def _avg_pool2d(x: np.ndarray, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+                count_include_pad: bool = True) -> np.ndarray:
+    """Without ceil_mode overhang: the divisor is the window size, or the count of real elements."""
+    sums = _pool_windows(x, kernel_size, stride, padding, 1, ceil_mode, 0.0).sum(axis=-1)
+    if count_include_pad:
+        kh, kw = _pair(kernel_size)
+        return sums / (kh * kw)
+    ones = _pool_windows(np.ones_like(x), kernel_size, stride, padding, 1, ceil_mode, 0.0).sum(axis=-1)
+    return sums / ones
+
+
+def _adaptive_avg_pool2d(x: np.ndarray, output_size: Any) -> np.ndarray:
+    oh, ow = _pair(output_size)
+    h, w = x.shape[-2:]
+    out = np.empty((*x.shape[:-2], oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            rows = slice(i * h // oh, -(-(i + 1) * h // oh))
+            cols = slice(j * w // ow, -(-(j + 1) * w // ow))
+            out[..., i, j] = x[..., rows, cols].mean(axis=(-2, -1))
+    return out
+
+
+def _softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _activation(out: np.ndarray, activation: str | None) -> np.ndarray:
+    return np.maximum(out, 0) if activation == "relu" else out
+
+
+REFERENCES.update({
+    "gelu": lambda x: x * 0.5 * (1 + _erf(x / math.sqrt(2))), "silu": lambda x: x / (1 + np.exp(-x)),
+    "softmax": _softmax,
+    "log_softmax": lambda x, axis=-1: x - x.max(axis=axis, keepdims=True) - np.log(
+        np.exp(x - x.max(axis=axis, keepdims=True)).sum(axis=axis, keepdims=True)),
+    "linear": lambda x, weight, bias=None, *, activation=None: _activation(
+        x @ weight.T + (0 if bias is None else bias), activation),
+    "conv2d": lambda x, weight, bias=None, *, activation=None, **kw: _activation(_conv2d(x, weight, bias, **kw),
+                                                                                activation),
+    "max_pool2d": _max_pool2d, "avg_pool2d": _avg_pool2d, "adaptive_avg_pool2d": _adaptive_avg_pool2d,
+})
+ACCUMULATING = ACCUMULATING | {"linear", "avg_pool2d", "adaptive_avg_pool2d"}

@@ -147,12 +147,14 @@ def html_page(report: dict[str, Any], limit: int = 300) -> str:
     legend = " ".join(f'<span style="background:{c};padding:2px 6px;color:#fff">{v}</span>' for v, c in COLORS.items())
     failures = []
     for c in _bad(report)[:limit]:
-        stats = ", ".join(f"{k} {c[k]:.3g}" for k in ("max_abs_error", "max_rel_error", "max_ulp") if c.get(k) is not None)
+        stats = ", ".join(f"{k} {c[k]:.3g}" for k in ("max_abs_error", "max_rel_error", "max_ulp")
+                          if c.get(k) is not None)
         failures.append(f"<details><summary><code>{esc(c['id'])}</code> <b>{c['verdict']}</b> {esc(stats)} "
                         f"{esc(str(c.get('tolerance', '')))}</summary><pre>{esc(c.get('message', ''))}</pre>"
                         f"<pre>{esc(c.get('reproducer', ''))}</pre></details>")
     env = report["environment"]
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Ember conformance: {esc(report['device'])}</title>
+    title = f"Ember conformance: {esc(report['device'])}"
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em}} table.m td{{min-width:3em;font-size:11px;color:#fff}}
 table{{border-collapse:collapse}} td,th{{border:1px solid #ddd;padding:2px 6px}} pre{{background:#f5f5f5;padding:8px;
 overflow:auto}}</style></head><body>

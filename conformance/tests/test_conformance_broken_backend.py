@@ -85,7 +85,7 @@ def test_exit_code_and_final_line(broken: tuple[int, str, dict]) -> None:
 
 
 def test_missing_hook_fails_discovery(tmp_path: Path) -> None:
-    code, out, cases = _run(tmp_path, "NoSync", "nosync", "--level", "1", "--ops", "add")
+    code, _, cases = _run(tmp_path, "NoSync", "nosync", "--level", "1", "--ops", "add")
     assert code == 1
     discovery = cases["L0/discovery/-/check"]
     assert discovery["verdict"] == "fail" and "ember_synchronize" in discovery["message"]

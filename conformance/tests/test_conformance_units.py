@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from ember_conformance import REPORT_SCHEMA_VERSION, cases, diff, report, verdicts
 from ember_conformance.tolerances import compare, round_to_bfloat16, ulp_distance
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ember_conformance.samples import data, elementwise, linalg, randomness, reductions, sorting
+from ember_conformance.samples import data, elementwise, linalg, nn, randomness, reductions, sorting
 from ember_conformance.samples.base import Sample
 
 Generator = Callable[[Any, str, str, int], list[Sample]]
@@ -17,7 +17,11 @@ BY_NAME: dict[str, Generator] = {
     "unstack": data.unstack, "clip": data.clip, "relu": elementwise.unary,
     "mean": reductions.reduction, "var": reductions.reduction, "std": reductions.reduction,
     "count_nonzero": reductions.reduction,
-    "vecdot": linalg.vecdot, "tensordot": linalg.tensordot, "conv2d": linalg.conv2d,
+    "vecdot": linalg.vecdot, "tensordot": linalg.tensordot, "conv2d": nn.conv2d_fused,
+    "linear": nn.linear, "max_pool2d": nn.pool, "avg_pool2d": nn.pool, "adaptive_avg_pool2d": nn.pool,
+    "softmax": nn.softmax, "log_softmax": nn.softmax, "conv2d_input_grad": nn.through_gradients,
+    "conv2d_weight_grad": nn.through_gradients, "max_pool2d_grad": nn.through_gradients,
+    "max_pool2d_select": nn.through_gradients, "avg_pool2d_grad": nn.through_gradients,
     "unique_all": sorting.unique, "unique_counts": sorting.unique, "unique_inverse": sorting.unique,
     "unique_values": sorting.unique, "bernoulli": randomness.bernoulli, "permutation": randomness.permutation,
 }
@@ -26,7 +30,7 @@ BY_FAMILY: dict[str, Generator] = {
     "arg_reduction": reductions.arg_reduction, "scan": reductions.scan, "sort": sorting.sort,
     "searchsorted": sorting.searchsorted, "matmul": linalg.matmul, "random": randomness.random_op,
     "copy": data.copy, "fill": data.full, "where": data.where, "take": data.take, "put": data.index_put,
-    "nonzero": data.nonzero,
+    "nonzero": data.nonzero, "conv": linalg.conv2d, "pool": nn.pool, "softmax": nn.softmax, "linear": nn.linear,
 }
 
 

@@ -24,7 +24,8 @@ def copy(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
     rng = rng_for(schema.name, dtype)
     out = [Sample(layout, (_one(rng, dtype, (4, 6), layout),)) for layout in LAYOUTS]
     out += [Sample("0-d", (_one(rng, dtype, ()),)), Sample("zero-size", (_one(rng, dtype, (0, 3)),)),
-            Sample("long", (_one(rng, dtype, (4099,)),)), Sample("3-d-strided", (_one(rng, dtype, (3, 4, 5), "strided"),))]
+            Sample("long", (_one(rng, dtype, (4099,)),)),
+            Sample("3-d-strided", (_one(rng, dtype, (3, 4, 5), "strided"),))]
     if dtype in FLOATS:
         out.append(Sample("extremes", (Arr(specials(dtype), dtype),)))
     return out
@@ -85,7 +86,8 @@ def where(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
     cond = Arr(rng.random((4, 6)) < 0.5, "bool")
     scalar = typical(rng, (1,), dtype)[0].item()
     out = [Sample("same-shape", (cond, _one(rng, dtype, (4, 6)), _one(rng, dtype, (4, 6)))),
-           Sample("broadcast", (Arr(rng.random((6,)) < 0.5, "bool"), _one(rng, dtype, (4, 6)), _one(rng, dtype, (4, 1)))),
+           Sample("broadcast", (Arr(rng.random((6,)) < 0.5, "bool"), _one(rng, dtype, (4, 6)),
+                                _one(rng, dtype, (4, 1)))),
            Sample("scalar-other", (cond, _one(rng, dtype, (4, 6)), scalar)),
            Sample("layouts", (Arr(cond.values, "bool", "strided"), _one(rng, dtype, (4, 6), "transposed"),
                               _one(rng, dtype, (4, 6), "flipped"))),
@@ -131,8 +133,8 @@ def index_put(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
            Sample("strided-x", (_one(rng, dtype, (5, 3), "strided"), idx([0, 4]), _one(rng, dtype, (2, 3)))),
            Sample("empty-indices", (_one(rng, dtype, (5, 3)), idx([]), _one(rng, dtype, (0, 3))))]
     if dtype != "bool":
-        out.append(Sample("accumulate-repeated", (_one(rng, dtype, (5, 3)), idx([1, 1, 3, 1]), _one(rng, dtype, (4, 3))),
-                          {"accumulate": True}))
+        repeated = (_one(rng, dtype, (5, 3)), idx([1, 1, 3, 1]), _one(rng, dtype, (4, 3)))
+        out.append(Sample("accumulate-repeated", repeated, {"accumulate": True}))
     if level == 1:
         out.append(Sample("error-out-of-range", (_one(rng, dtype, (5, 3)), idx([5]), _one(rng, dtype, (1, 3))),
                           error=IndexOutOfRangeError))
@@ -158,7 +160,8 @@ def nonzero(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
 def concat(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
     rng = rng_for(schema.name, dtype)
     out = [Sample("axis-0", ([_one(rng, dtype, (2, 3)), _one(rng, dtype, (4, 3), "strided")],)),
-           Sample("axis-1", ([_one(rng, dtype, (3, 2)), _one(rng, dtype, (3, 1)), _one(rng, dtype, (3, 4), "transposed")],),
+           Sample("axis-1", ([_one(rng, dtype, (3, 2)), _one(rng, dtype, (3, 1)),
+                              _one(rng, dtype, (3, 4), "transposed")],),
                   {"axis": 1}),
            Sample("axis-none", ([_one(rng, dtype, (2, 3)), _one(rng, dtype, (5,))],), {"axis": None}),
            Sample("with-empty", ([_one(rng, dtype, (0, 3)), _one(rng, dtype, (2, 3))],)),

@@ -81,7 +81,8 @@ def _matches_cpu(op: str, params: dict[str, Any]) -> Callable[[str, str], str | 
             bad = here != host
         if bad.any():
             i = int(np.argmax(bad))
-            return f"{int(bad.sum())} of {bad.size} draws differ from the cpu stream (first at {i}: {here[i]} vs {host[i]})"
+            return (f"{int(bad.sum())} of {bad.size} draws differ from the cpu stream "
+                    f"(first at {i}: {here[i]} vs {host[i]})")
         return None
 
     return check
@@ -140,7 +141,8 @@ def bernoulli(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
         bound = SIGMAS * math.sqrt(0.3 * 0.7 / N)
         return None if abs(x.mean() - 0.3) <= bound else f"frequency {x.mean():.4f}, expected 0.3 +- {bound:.4f}"
 
-    return [Sample("frequency", custom=check, code=f"x = em.bernoulli(0.3, ({N},), device=device)\nprint(np.asarray(x).mean())")]
+    code = f"x = em.bernoulli(0.3, ({N},), device=device)\nprint(np.asarray(x).mean())"
+    return [Sample("frequency", custom=check, code=code)]
 
 
 def permutation(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:

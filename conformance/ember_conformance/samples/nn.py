@@ -1,0 +1,60 @@
+"""Neural-network ops: linear, pooling, softmax, conv2d's fused activation; the gradient helper ops
+(conv2d_input_grad, max_pool2d_grad ...) are checked through level 3, as gradients of their ops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember_conformance.samples.base import Arr, Sample, rng_for, typical
+
+
+def _x(rng: Any, shape: tuple[int, ...], dtype: str, layout: str = "contiguous") -> Arr:
+    return Arr(typical(rng, shape, dtype, -3.0, 3.0), dtype, layout)
+
+
+def linear(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    rng = rng_for(schema.name, dtype)
+    return [Sample("2-d", (_x(rng, (4, 5), dtype), _x(rng, (3, 5), dtype), _x(rng, (3,), dtype))),
+            Sample("batched-no-bias", (_x(rng, (2, 4, 5), dtype, "strided"), _x(rng, (3, 5), dtype))),
+            Sample("relu", (_x(rng, (4, 5), dtype), _x(rng, (3, 5), dtype, "transposed"), _x(rng, (3,), dtype)),
+                   {"activation": "relu"})]
+
+
+def pool(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    rng = rng_for(schema.name, dtype)
+    x = _x(rng, (2, 3, 7, 8), dtype)
+    if schema.name == "adaptive_avg_pool2d":
+        return [Sample("halve", (x, (3, 4))), Sample("uneven", (_x(rng, (1, 2, 7, 5), dtype, "strided"), (3, 2))),
+                Sample("global", (x, 1))]
+    out = [Sample("kernel-2", (x, 2)), Sample("stride-1-padding-1", (x, 3), {"stride": 1, "padding": 1}),
+           Sample("rectangular-strided", (_x(rng, (2, 3, 7, 8), dtype, "strided"), (2, 3)), {"stride": (2, 1)})]
+    if schema.name == "max_pool2d":
+        out += [Sample("dilation", (x, 2), {"dilation": 2}),
+                Sample("ceil-mode", (x, 3), {"stride": 2, "ceil_mode": True})]
+    else:
+        out.append(Sample("exclude-padding", (x, 3), {"stride": 2, "padding": 1, "count_include_pad": False}))
+    return out
+
+
+def softmax(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    rng = rng_for(schema.name, dtype)
+    return [Sample("last-axis", (_x(rng, (4, 6), dtype),)), Sample("axis-0", (_x(rng, (4, 6), dtype, "transposed"), 0)),
+            Sample("large-values", (Arr(typical(rng, (3, 5), dtype, 50.0, 80.0), dtype),))]
+
+
+def conv2d_fused(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    from ember_conformance.samples.linalg import conv2d
+
+    out = conv2d(schema, dtype, device, level)
+    base = out[0]
+    out.append(Sample("fused-relu", base.args, {"activation": "relu"}))
+    return out
+
+
+def through_gradients(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    from ember_conformance.execute import SkipCase
+
+    def check(device: str, dtype: str) -> str | None:
+        raise SkipCase(f"{schema.name} is a gradient helper: level 3 checks it as part of the gradients of its op")
+
+    return [Sample("via-level-3", custom=check)]
