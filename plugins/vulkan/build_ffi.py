@@ -86,14 +86,11 @@ def compile_shaders() -> None:
             (SPIRV / f"{v.name}.spv").is_file() for v in variants):
         return
     glslang, spirv_val = _tool("glslangValidator"), _tool("spirv-val")
-    SPIRV.mkdir(exist_ok=True)
-    for old in SPIRV.glob("*.spv"):
-        old.unlink()
     with tempfile.TemporaryDirectory() as tmp:
         def build(variant) -> str | None:
             source = Path(tmp) / f"{variant.name}.comp"
             source.write_text(catalog.prelude(variant))
-            out = SPIRV / f"{variant.name}.spv"
+            out = Path(tmp) / f"{variant.name}.spv"
             for cmd in ([glslang, "-V", "--target-env", TARGET_ENV, f"-I{SHADERS}", str(source), "-o", str(out)],
                         [spirv_val, "--target-env", TARGET_ENV, str(out)]):
                 done = subprocess.run(cmd, capture_output=True, text=True)
@@ -103,8 +100,13 @@ def compile_shaders() -> None:
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             errors = [e for e in pool.map(build, variants) if e]
-    if errors:
-        raise SystemExit("ember-vulkan build: shader compilation failed\n" + "\n".join(errors[:3]))
+        if errors:
+            raise SystemExit("ember-vulkan build: shader compilation failed\n" + "\n".join(errors[:3]))
+        SPIRV.mkdir(exist_ok=True)  # replaced only once every variant compiled
+        for old in SPIRV.glob("*.spv"):
+            old.unlink()
+        for variant in variants:
+            shutil.move(Path(tmp) / f"{variant.name}.spv", SPIRV / f"{variant.name}.spv")
     stamp_file.write_text(stamp)
 
 

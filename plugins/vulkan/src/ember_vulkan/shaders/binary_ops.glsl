@@ -66,7 +66,8 @@ float apply(float a, float b) {
             float hi = max(abs(a), abs(b)), lo = min(abs(a), abs(b));
             if (hi == 0.0) return 0.0;
             float r = lo / hi;
-            return hi * sqrt(1.0 + r * r);
+            precise float scaled = hi * sqrt(1.0 + r * r);
+            return scaled;
         }
         case BOP_LOGADDEXP: {
             if (isnan(a) || isnan(b)) return nan;

@@ -1,20 +1,93 @@
-// float32 functions GLSL lacks or computes with cancellation (sinh near 0, asinh of large
-// negatives...).  Each is built on exp/log, which drivers provide to a few ulp.
+// Drivers may reassociate float math that is not `precise` ((1 + x) - 1 -> x), which would undo
+// the error compensation below: every compensated step is `precise`.
+// float32 functions GLSL lacks, or whose GLSL versions drivers may compute to an *absolute*
+// error only (Vulkan allows it for log near 1, asin, acos...; lavapipe's asin is off by 1e-4):
+// log, atan, asin and acos are computed here to a few ulp, and the rest is built on them and exp.
 const float LN2 = 0.693147180559945309;
+const float PI_2 = 1.57079632679489662;
+#define NAN_F uintBitsToFloat(0x7fc00000u)
+#define INF_F uintBitsToFloat(0x7f800000u)
+
+// log(x) = e ln2 + log(m), x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s) with
+// s = (m - 1) / (m + 1), written f - s (f - 2 s^2 P) so that f = m - 1 stays exact.
+// `base` scales the result: 0 -> natural log, 1 -> log2, 2 -> log10.
+float log_base(float x, int base) {
+    if (!(x > 0.0) || isinf(x)) return x == 0.0 ? -INF_F : (x > 0.0 ? x : NAN_F);
+    int e = 0;
+    if (x < 1.17549435e-38) {  // subnormal: scale into the normal range first
+        x *= 16777216.0;
+        e = -24;
+    }
+    int k;
+    float m = frexp(x, k);
+    e += k;
+    if (m < 0.707106781) {
+        m *= 2.0;
+        e -= 1;
+    }
+    precise float f = m - 1.0, s = f / (2.0 + f), s2 = s * s;
+    float poly = 0.0;
+    for (int i = 7; i >= 1; i--) poly = poly * s2 + 1.0 / float(2 * i + 1);
+    precise float log_m = f - s * (f - 2.0 * poly * s2);
+    if (base == 1) return float(e) + log_m * 1.44269504088896341;
+    if (base == 2) return float(e) * 0.301029995663981195 + log_m * 0.434294481903251828;
+    return float(e) * 0.693145752 + (float(e) * 1.42860677e-06 + log_m);  // ln2 split in two parts
+}
+float log_f(float x) { return log_base(x, 0); }
+
+// atan on [0, 1] reduced to |t| <= tan(pi/8) where the odd series converges quickly.
+float atan_f(float x) {
+    if (isnan(x)) return x;
+    float a = abs(x), base = 0.0;
+    bool inverted = a > 1.0;
+    if (inverted) a = 1.0 / a;
+    if (a > 0.414213562) {
+        a = (a - 1.0) / (a + 1.0);
+        base = 0.785398163;
+    }
+    float a2 = a * a, poly = 0.0;
+    for (int i = 10; i >= 0; i--) poly = poly * a2 + (i % 2 == 0 ? 1.0 : -1.0) / float(2 * i + 1);
+    float r = base + a * poly;
+    return copysign_f(inverted ? PI_2 - r : r, x);
+}
+
+// asin of |x| <= 1/2 through atan; beyond, asin(a) = pi/2 - 2 asin(sqrt((1 - a) / 2)).
+float asin_small(float a) {
+    precise float c = 1.0 - a * a;
+    return atan_f(a / sqrt(c));
+}
+
+float asin_f(float x) {
+    float a = abs(x);
+    if (!(a <= 1.0)) return NAN_F;
+    precise float half_gap = 0.5 * (1.0 - a);
+    float r = a <= 0.5 ? asin_small(a) : PI_2 - 2.0 * asin_small(sqrt(half_gap));
+    return copysign_f(r, x);
+}
+
+float acos_f(float x) {
+    if (!(abs(x) <= 1.0)) return NAN_F;
+    if (abs(x) <= 0.5) return PI_2 - asin_small(x);
+    precise float half_gap = 0.5 * (1.0 - abs(x));
+    float r = 2.0 * asin_small(sqrt(half_gap));
+    return x > 0.0 ? r : 3.14159265358979324 - r;
+}
 
 float expm1_f(float x) {
     if (abs(x) < 1e-5) return x + 0.5 * x * x;
     float u = exp(x);
     if (u == 1.0 || isinf(u)) return u == 1.0 ? x : u;
-    float um1 = u - 1.0;
+    precise float um1 = u - 1.0;
     if (um1 == -1.0) return -1.0;
-    return um1 * x / log(u);  // Kahan: the rounding error of u cancels
+    return um1 * x / log_f(u);  // Kahan: the rounding error of u cancels
 }
 
 float log1p_f(float x) {
-    float u = 1.0 + x;
-    if (u == 1.0 || isinf(u)) return u == 1.0 ? x : u;
-    return log(u) * x / (u - 1.0);  // Kahan's log1p
+    precise float u = 1.0 + x;
+    if (u == 1.0) return x;
+    if (u == INF_F) return u;
+    precise float um1 = u - 1.0;
+    return log_f(u) * (x / um1);  // Kahan's log1p; NaN below -1 and for -inf
 }
 
 float sinh_f(float x) {
@@ -55,20 +128,21 @@ float tanh_f(float x) {
 
 float asinh_f(float x) {
     float a = abs(x);
-    float r = a > 1e18 ? log(a) + LN2 : log1p_f(a + a * a / (1.0 + sqrt(1.0 + a * a)));
+    float r = a > 1e18 ? log_f(a) + LN2 : log1p_f(a + a * a / (1.0 + sqrt(1.0 + a * a)));
     return copysign_f(r, x);
 }
 
 float acosh_f(float x) {
-    if (x < 1.0) return uintBitsToFloat(0x7fc00000u);
-    if (x > 1e18) return log(x) + LN2;
-    float t = x - 1.0;
+    if (x < 1.0) return NAN_F;
+    if (x > 1e18) return log_f(x) + LN2;
+    precise float t = x - 1.0;
     return log1p_f(t + sqrt(2.0 * t + t * t));
 }
 
 float atanh_f(float x) {
     float a = abs(x);
-    return copysign_f(0.5 * log1p_f(2.0 * a / (1.0 - a)), x);
+    precise float gap = 1.0 - a;
+    return copysign_f(0.5 * log1p_f(2.0 * a / gap), x);
 }
 
 float sigmoid_f(float x) {

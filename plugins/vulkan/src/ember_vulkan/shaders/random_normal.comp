@@ -26,20 +26,21 @@ double log_d(double x) {
         m *= 2.0lf;
         e -= 1;
     }
-    double f = m - 1.0lf;
-    double s = f / (2.0lf + f), s2 = s * s;
+    precise double f = m - 1.0lf;
+    precise double s = f / (2.0lf + f), s2 = s * s;
     double poly = 0.0lf;
     for (int k = 12; k >= 1; k--) poly = poly * s2 + 1.0lf / double(2 * k + 1);
-    double log_m = f - s * (f - 2.0lf * poly * s2);  // = 2s + 2s^3 poly, arranged to keep f exact
-    return double(e) * LN2_HI + (double(e) * LN2_LO + log_m);
+    precise double log_m = f - s * (f - 2.0lf * poly * s2);  // = 2s + 2s^3 poly, arranged to keep f exact
+    precise double result = double(e) * LN2_HI + (double(e) * LN2_LO + log_m);
+    return result;
 }
 
 // sin and cos of t in [0, 2 pi): t = k pi/2 + r with |r| <= pi/4, Taylor series of r.
 void sincos_d(double t, out double s, out double c) {
     double k = roundEven(t * 0.63661977236758134308lf);
-    double r = fma(-k, PIO2_HI, t);
+    precise double r = fma(-k, PIO2_HI, t);
     r = fma(-k, PIO2_LO, r);
-    double r2 = r * r;
+    precise double r2 = r * r;
     double sp = 0.0lf, cp = 0.0lf, sf = 1.0lf, cf = 1.0lf;
     // coefficients (-1)^i / (2i+1)! and (-1)^i / (2i)!, summed from the smallest term up
     double sin_terms[10], cos_terms[10];
@@ -53,14 +54,15 @@ void sincos_d(double t, out double s, out double c) {
         sp = sp * r2 + sin_terms[i];
         cp = cp * r2 + cos_terms[i];
     }
-    double sr = r + r * (r2 * sp), cr = 1.0lf + r2 * cp;
+    precise double sr = r + r * (r2 * sp), cr = 1.0lf + r2 * cp;
     int q = int(k) & 3;
     s = q == 0 ? sr : q == 1 ? cr : q == 2 ? -sr : -cr;
     c = q == 0 ? cr : q == 1 ? -sr : q == 2 ? -cr : sr;
 }
 
 double unit(uint hi, uint lo) {
-    return (double(hi >> 5) * 67108864.0lf + double(lo >> 6)) / 9007199254740992.0lf;
+    precise double u = (double(hi >> 5) * 67108864.0lf + double(lo >> 6)) / 9007199254740992.0lf;
+    return u;
 }
 
 void main() {
