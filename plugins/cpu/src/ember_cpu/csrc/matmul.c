@@ -6,7 +6,7 @@
  *   2. fold trailing batch dims into M where b is broadcast over them and a and out stack their
  *      rows evenly (x(B, T, K) @ W(K, N) becomes one (B*T, K) @ (K, N) product);
  *   3. pick a compute type: float32/float64/complex go to cblas gemm as they are, float16 and
- *      bfloat16 are converted to float32 for sgemm, integers multiply in the unsigned type of
+ *      bfloat16 are converted to float32, integers multiply in the unsigned type of
  *      their width (wrapping arithmetic is exact modulo 2^bits, so signed results come out
  *      as numpy's), bool multiplies as OR of ANDs;
  *   4. give every operand a layout the compute kernel can read in place: BLAS takes a matrix
@@ -16,6 +16,9 @@
  *      a contiguous scratch copy, and out then unpacked from its scratch;
  *   5. split the work across OpenMP threads (see run_tiles), each calling single-threaded BLAS
  *      or the C loop on its tile.  OpenBLAS itself stays at one thread: see runtime.c.
+ * float32 products of at least NATIVE_MIN_MACS multiply-adds per matrix on an AVX-512 machine
+ * take ember's own GEMM instead (gemm_f32.c, run_native): it reads every float32 operand with
+ * its own strides, so step 4 packs nothing for it, and its threads share one packed panel of b.
  */
 #include <limits.h>
 #include <math.h>
@@ -363,6 +366,13 @@ static void run_tile(const problem *p, tile_fn fn, int64_t bi, int split_rows, i
         fn(p, a, b + lo * p->b.cs * isz, c + lo * p->c.cs * isz, p->M, hi - lo);
 }
 
+/* The thread count for the whole product: one below 2^19 multiply-adds (see MACS_PER_WORK). */
+static int threads_for_product(const problem *p) {
+    double macs = (double)p->nbatch * (double)p->M * (double)p->N * (double)p->K;
+    /* no task cap: the work is cut to the thread count by the callers */
+    return ember_threads_for((int64_t)fmin(macs / MACS_PER_WORK, 0x1p62), INT64_MAX);
+}
+
 /*
  * Distributes (batch, part) tiles over the threads.  Each matrix is split into `parts` slices
  * (along M or N, whichever is longer: each slice re-reads the whole of the other operand) so
@@ -371,9 +381,7 @@ static void run_tile(const problem *p, tile_fn fn, int64_t bi, int split_rows, i
  * half-batches.  Many batches are never split: the imbalance is at most one batch in eight.
  */
 static void run_tiles(const problem *p, tile_fn fn) {
-    double macs = (double)p->nbatch * (double)p->M * (double)p->N * (double)p->K;
-    /* no task cap: the tiles are cut to the thread count below */
-    int64_t nt = ember_threads_for((int64_t)fmin(macs / MACS_PER_WORK, 0x1p62), INT64_MAX);
+    int64_t nt = threads_for_product(p);
     if (nt <= 1) {
         for (int64_t bi = 0; bi < p->nbatch; bi++) run_tile(p, fn, bi, 1, 1, 0);
         return;
@@ -384,6 +392,46 @@ static void run_tiles(const problem *p, tile_fn fn) {
     int64_t tasks = p->nbatch * parts;
 #pragma omp parallel for num_threads((int)ember_min64(nt, tasks)) schedule(static)
     for (int64_t t = 0; t < tasks; t++) run_tile(p, fn, t / parts, split_rows, parts, t % parts);
+}
+
+/* ---- float32: ember's own GEMM (gemm_f32.c) -------------------------------------------------- */
+
+int ember_cpu_sgemm_supported(void);
+int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t acs,
+                    const float *b, int64_t brs, int64_t bcs, float *c, int64_t crs, int64_t ccs,
+                    int nthreads);
+
+/* Per matrix, products below this many multiply-adds stay with OpenBLAS, whose small-matrix
+ * kernels skip packing (see NOTES-threads.md for the crossover measurements). */
+#define NATIVE_MIN_MACS ((int64_t)128 * 128 * 128)
+
+static int wants_native(const problem *p) {
+    return p->cdt == EMBER_FLOAT32 && (double)p->M * (double)p->N * (double)p->K >= (double)NATIVE_MIN_MACS &&
+           ember_cpu_sgemm_supported();
+}
+
+static int sgemm_batch(const problem *p, int64_t bi, int nthreads) {
+    const float *a = (const float *)p->a.base + batch_offset(p, &p->a, bi);
+    const float *b = (const float *)p->b.base + batch_offset(p, &p->b, bi);
+    float *c = (float *)p->c.base + batch_offset(p, &p->c, bi);
+    return ember_cpu_sgemm(p->M, p->N, p->K, a, p->a.rs, p->a.cs, b, p->b.rs, p->b.cs, c, p->c.rs,
+                           p->c.cs, nthreads);
+}
+
+/* Whole batches per thread when they divide evenly or are many (as run_tiles); otherwise one
+ * matrix after another, each with every thread.  Returns an ember_status. */
+static int run_native(const problem *p) {
+    int nt = threads_for_product(p), status = EMBER_OK;
+    if (nt > 1 && p->nbatch > 1 && (p->nbatch % nt == 0 || p->nbatch >= 8 * nt)) {
+#pragma omp parallel for num_threads(nt) schedule(static) reduction(max : status)
+        for (int64_t bi = 0; bi < p->nbatch; bi++) {
+            int s = sgemm_batch(p, bi, 1);
+            if (s > status) status = s;
+        }
+        return status;
+    }
+    for (int64_t bi = 0; bi < p->nbatch && status == EMBER_OK; bi++) status = sgemm_batch(p, bi, nt);
+    return status;
 }
 
 /* ---- entry point ---------------------------------------------------------------------------- */
@@ -408,9 +456,10 @@ static void init_problem(problem *p, const ember_tensor *out, const ember_tensor
 }
 
 /* Makes every operand readable by the kernel, packing where needed; *scratch receives the
- * buffers to free (scratch[2] is out's, to unpack).  Returns an ember_status. */
-static int prepare_operands(problem *p, void *scratch[3]) {
-    int blas = is_blas(p->cdt);
+ * buffers to free (scratch[2] is out's, to unpack).  The native float32 GEMM reads any strides:
+ * it needs copies only for a dtype change.  Returns an ember_status. */
+static int prepare_operands(problem *p, void *scratch[3], int native) {
+    int blas = is_blas(p->cdt), in_place = native && p->cdt == p->dtype;
     int64_t lda = 0, ldb = 0, ldc = 0;
     int c_layout =
         p->cdt == p->dtype ? layout_of(&p->c, LAYOUT_ROW | LAYOUT_COL, &ldc) : LAYOUT_NONE;
@@ -424,6 +473,7 @@ static int prepare_operands(problem *p, void *scratch[3]) {
         t.rows = p->M; p->M = p->N; p->N = t.rows;
         c_layout = layout_of(&p->c, LAYOUT_ROW, &ldc);
     }
+    if (in_place) return EMBER_OK;   /* out row-major where it can be, for the fast stores */
     if (c_layout == LAYOUT_NONE) {   /* compute into contiguous scratch, unpack afterwards */
         int64_t bytes = ember_max64(p->nbatch * p->M * p->N * ember_itemsize[p->cdt], 64);
         if (posix_memalign(&scratch[2], 64, (size_t)bytes) != 0) return EMBER_ERR_OUT_OF_MEMORY;
@@ -477,10 +527,14 @@ int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember
         return EMBER_ERR_UNSUPPORTED;
     fold_batch_into_rows(&p);
     void *scratch[3] = {NULL, NULL, NULL};
-    int status = prepare_operands(&p, scratch);
+    int native = wants_native(&p);
+    int status = prepare_operands(&p, scratch, native);
     if (status == EMBER_OK) {
-        run_tiles(&p, tile_for(p.cdt));
-        if (scratch[2]) unpack_out(&p, scratch[2], out);
+        if (native)
+            status = run_native(&p);
+        else
+            run_tiles(&p, tile_for(p.cdt));
+        if (status == EMBER_OK && scratch[2]) unpack_out(&p, scratch[2], out);
     }
     for (int i = 0; i < 3; i++) free(scratch[i]);
     return status;
