@@ -45,6 +45,18 @@ def check(got, expected, dtype):
 DTYPES = ["float64", "float32"]
 
 
+@pytest.fixture(autouse=True, params=["default providers", "composites"])
+def providers(request):
+    """Every test runs twice: with whatever providers are installed (XNNPACK may serve some ops
+    natively), and with every cpu provider but ember-cpu excluded, so the composites run."""
+    if request.param == "default providers":
+        yield
+        return
+    others = [b.name for b in plugins.MANAGER.providers("cpu") if b.name != "cpu"]
+    with em.providers(exclude=others):
+        yield
+
+
 def test_signatures_match_the_registry():
     for name in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad", "linear", "max_pool2d", "max_pool2d_grad",
                  "max_pool2d_select", "avg_pool2d", "avg_pool2d_grad", "adaptive_avg_pool2d", "softmax",
@@ -323,12 +335,14 @@ def fastconv(tmp_path):
 
 def test_a_native_kernel_runs_and_a_declining_one_hands_over_to_the_composite(fastconv):
     x, w = em.ones((1, 2, 4, 4)), em.ones((2, 2, 3, 3))
-    with em.trace_dispatch() as log:
+    others = [b.name for b in plugins.MANAGER.providers("cpu") if b.name not in ("cpu", "fastconv")]
+    with em.providers(prefer=["fastconv"], exclude=others), em.trace_dispatch() as log:
         native = em.conv2d(x, w, stride=2, padding=(1, 0))
         composite = em.conv2d(x, w[:, :1], groups=2)
     assert np.asarray(native).tolist() == np.full((1, 2, 2, 1), 7.0).tolist()
     assert fastconv.calls[0] == ((1, 2, 4, 4), (2, 2, 3, 3), True, (2, 2), (1, 0), (1, 1), 1, None)
     assert np.asarray(composite).tolist() == np.full((1, 2, 2, 2), 9.0).tolist()
     assert log.providers()["conv2d"] == {"fastconv": 1, "composite": 1}
-    em.conv2d(x.astype(em.float64), w.astype(em.float64))  # a dtype it does not claim: composite, no call
+    with em.providers(prefer=["fastconv"], exclude=others):
+        em.conv2d(x.astype(em.float64), w.astype(em.float64))  # a dtype it does not claim: no call
     assert len(fastconv.calls) == 2

@@ -1,30 +1,36 @@
-"""``Parameter``: a tensor that a Module registers as learnable when it is assigned as an attribute."""
+"""``Parameter``: marks a tensor as learnable, so that a Module registers it when it is assigned as
+an attribute.
+
+A parameter stays a plain ``Tensor``: the core's hot paths (dispatch plans, autograd recording)
+test ``x.__class__ is Tensor``, and a subclass would send every op on a weight down the slow path.
+``Parameter(t)`` therefore returns a leaf tensor sharing t's storage, remembered (weakly) as a
+parameter, and ``isinstance(x, Parameter)`` asks that registry.
+"""
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
 from ember_core.tensor import Tensor
 
+_PARAMETERS: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 
-class Parameter(Tensor):
-    """A leaf tensor that requires grad and is listed by ``Module.parameters()``.
 
-    It shares storage with the tensor it was made from (as ``torch.nn.Parameter`` does); ops on it
-    return plain tensors.
-    """
+class _ParameterType(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return _PARAMETERS.get(id(obj)) is obj
 
-    __slots__ = ()
 
-    def __new__(cls, data: Tensor, requires_grad: bool = True) -> Parameter:
+class Parameter(metaclass=_ParameterType):
+    """``Parameter(data, requires_grad=True)``: a leaf tensor sharing data's storage, listed by
+    ``Module.parameters()``."""
+
+    def __new__(cls, data: Tensor, requires_grad: bool = True) -> Tensor:  # type: ignore[misc]
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter needs an ember tensor, got {type(data).__name__}; "
                             f"wrap data with ember_core.asarray(...)")
         param = data.detach()
-        param.__class__ = cls
         param.requires_grad_(requires_grad)
-        return param  # type: ignore[return-value]
-
-    def __init__(self, data: Tensor, requires_grad: bool = True) -> None:
-        pass  # everything happened in __new__ (Tensor.__init__ forbids direct construction)
-
-    def __repr__(self) -> str:
-        return f"Parameter containing:\n{super().__repr__()}"
+        _PARAMETERS[id(param)] = param
+        return param

@@ -110,7 +110,10 @@ def _padded_hw(hw: tuple[int, int], g: PoolGeometry | ConvGeometry, kernel: tupl
                  for n, p, o, s, d, k in zip(hw, g.padding, g.out_hw, g.stride, g.dilation, kernel))
 
 
-# ---- windows, padding and col2im ------------------------------------------------------------------
+# ---- padding and kernel taps ----------------------------------------------------------------------
+# A "tap" is one kernel position (i, j): the (N, C, OH, OW) strided view of the padded input that
+# this position of every window reads.  Pooling combines taps elementwise; gradients add each
+# tap's share back into its view (col2im).  Small kernels make this a few strided elementwise ops.
 
 def _padded(x: Any, padding: tuple[int, int], padded_hw: tuple[int, int], fill: float) -> Any:
     """x placed at (padding) inside a (N, C, *padded_hw) tensor of ``fill`` (x itself when no pad)."""
@@ -118,96 +121,59 @@ def _padded(x: Any, padding: tuple[int, int], padded_hw: tuple[int, int], fill: 
 
     n, c, h, w = x.shape
     if padded_hw == (h, w):
-        return x.contiguous()
+        return x
     out = full((n, c, *padded_hw), fill, dtype=x.dtype, device=x.device)
     (ph, pw) = padding
     copy_into(out[:, :, ph:ph + h, pw:pw + w], x)
     return out
 
 
-def _windows(padded: Any, kernel: tuple[int, int], g: PoolGeometry | ConvGeometry) -> Any:
-    """The (N, C, OH, OW, kH, kW) view of every window of a contiguous padded input."""
+def _taps(padded: Any, kernel: tuple[int, int], g: PoolGeometry | ConvGeometry) -> list[Any]:
+    """The (N, C, OH, OW) view of every kernel tap, in row-major tap order."""
+    (sh, sw), (dh, dw), (oh, ow) = g.stride, g.dilation, g.out_hw
+    return [padded[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            for i in range(kernel[0]) for j in range(kernel[1])]
+
+
+def _scatter_taps(shares: list[Any], kernel: tuple[int, int], g: PoolGeometry | ConvGeometry,
+                  input_shape: tuple[int, ...]) -> Any:
+    """col2im: the sum of each tap's (N, C, OH, OW) share at its positions, cropped to the input."""
+    from ember_core.creation import copy_into, zeros
+
+    n, c, h, w = input_shape
+    padded_hw = _padded_hw((h, w), g, kernel)
+    out = zeros((n, c, *padded_hw), dtype=shares[0].dtype, device=shares[0].device)
+    overlapping = any(s < d * (k - 1) + 1 for s, d, k in zip(g.stride, g.dilation, kernel))
+    for view, share in zip(_taps(out, kernel, g), shares):
+        if overlapping:
+            view += share  # taps of overlapping windows meet: accumulate
+        else:
+            copy_into(view, share)  # every position belongs to one tap of one window at most
+    (ph, pw) = g.padding
+    return out if padded_hw == (h, w) else out[:, :, ph:ph + h, pw:pw + w].contiguous()
+
+
+# ---- convolution: GEMMs over im2col columns laid out (N, groups, C/groups*kH*kW, OH*OW) ---------------
+
+def _columns(x: Any, kernel: tuple[int, int], g: ConvGeometry) -> Any:
+    """im2col in the layout whose GEMM output is already NCHW: (N, groups, C/groups*kH*kW, OH*OW)."""
     from ember_core.views import as_strided
 
-    n, c = padded.shape[:2]
+    n, c, h, w = x.shape
+    padded = _padded(x, g.padding, _padded_hw((h, w), g, kernel), 0.0)
     s_n, s_c, s_h, s_w = padded.strides
     (sh, sw), (dh, dw) = g.stride, g.dilation
-    return as_strided(padded, (n, c, *g.out_hw, *kernel),
-                      (s_n, s_c, s_h * sh, s_w * sw, s_h * dh, s_w * dw), padded.offset)
-
-
-@lru_cache(maxsize=256)
-def _window_offsets(out_hw: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int],
-                    dilation: tuple[int, int], padded_w: int) -> tuple[np.ndarray, np.ndarray]:
-    """Flat positions in a padded plane: of each window's origin (OH*OW,) and of each kernel tap (kH*kW,)."""
-    rows = np.arange(out_hw[0])[:, None] * stride[0] * padded_w
-    origins = (rows + np.arange(out_hw[1])[None, :] * stride[1]).reshape(-1)
-    taps = (np.arange(kernel[0])[:, None] * dilation[0] * padded_w + np.arange(kernel[1])[None, :] * dilation[1])
-    return origins.astype(np.int64), taps.reshape(-1).astype(np.int64)
-
-
-_index_tensors: dict[tuple[Any, ...], Any] = {}
-
-
-def _device_index(key: tuple[Any, ...], values: np.ndarray, device: Any) -> Any:
-    """A cached int64 ember tensor of constant indices on a device."""
-    from ember_core.creation import asarray
-
-    t = _index_tensors.get((key, device))
-    if t is None:
-        if len(_index_tensors) > 256:
-            _index_tensors.clear()
-        t = _index_tensors[(key, device)] = asarray(values, device=device)
-    return t
-
-
-def _fold(cols: Any, kernel: tuple[int, int], g: PoolGeometry | ConvGeometry, padded_hw: tuple[int, int]) -> Any:
-    """col2im: the sum of (N, C, OH, OW, kH, kW) window values at their positions in the padded plane."""
-    from ember_core.creation import zeros
-
-    ops = _ops()
-    n, c = cols.shape[:2]
-    origins, taps = _window_offsets(g.out_hw, kernel, g.stride, g.dilation, padded_hw[1])
-    key = ("fold", g.out_hw, kernel, g.stride, g.dilation, padded_hw[1])
-    positions = _device_index(key, (origins[:, None] + taps[None, :]).reshape(-1), cols.device)
-    out = zeros((n * c, padded_hw[0] * padded_hw[1]), dtype=cols.dtype, device=cols.device)
-    ops.index_put(out, positions, cols.reshape((n * c, -1)), axis=1, accumulate=True)
-    return out.reshape((n, c, *padded_hw))
-
-
-def _crop(x: Any, padding: tuple[int, int], hw: tuple[int, int]) -> Any:
-    (ph, pw), (h, w) = padding, hw
-    if x.shape[2:] == (h, w):
-        return x
-    return x[:, :, ph:ph + h, pw:pw + w].contiguous()
-
-
-# ---- convolution --------------------------------------------------------------------------------
-
-def _im2col(x: Any, kernel: tuple[int, int], g: ConvGeometry) -> Any:
-    """(groups, N*OH*OW, C/groups*kH*kW): every window of x, one row per output position."""
-    n, c, h, w = x.shape
-    windows = _windows(_padded(x, g.padding, _padded_hw((h, w), g, kernel), 0.0), kernel, g)
-    oh, ow = g.out_hw
-    grouped = windows.reshape((n, g.groups, c // g.groups, oh, ow, *kernel))
-    return grouped.permute_dims((1, 0, 3, 4, 2, 5, 6)).reshape((g.groups, n * oh * ow, -1))
-
-
-def _grouped_output(grad_output: Any, groups: int) -> Any:
-    """(N, O, OH, OW) -> (groups, N*OH*OW, O/groups), the GEMM layout of conv outputs."""
-    n, o, oh, ow = grad_output.shape
-    grouped = grad_output.reshape((n, groups, o // groups, oh, ow))
-    return grouped.permute_dims((1, 0, 3, 4, 2)).reshape((groups, n * oh * ow, o // groups))
+    windows = as_strided(padded, (n, c, *kernel, *g.out_hw),
+                         (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw), padded.offset)
+    return windows.reshape((n, g.groups, -1, g.out_hw[0] * g.out_hw[1]))
 
 
 def conv2d(x: Any, weight: Any, bias: Any = None, /, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
            groups: int = 1, activation: str | None = None) -> Any:
     g = conv_geometry("conv2d", x.shape, weight.shape, stride, padding, dilation, groups)
-    n, o = x.shape[0], weight.shape[0]
-    oh, ow = g.out_hw
-    flat_weight = weight.reshape((groups, o // groups, -1))
-    out = _im2col(x, weight.shape[2:], g) @ flat_weight.mT  # (groups, N*OH*OW, O/groups)
-    out = out.reshape((groups, n, oh, ow, o // groups)).permute_dims((1, 0, 4, 2, 3)).reshape((n, o, oh, ow))
+    o = weight.shape[0]
+    out = weight.reshape((groups, o // groups, -1)) @ _columns(x, weight.shape[2:], g)  # (N, groups, O/g, OH*OW)
+    out = out.reshape((x.shape[0], o, *g.out_hw))
     if bias is not None:
         out = out + bias.reshape((1, o, 1, 1))
     return _ops().relu(out) if activation == "relu" else out
@@ -215,22 +181,22 @@ def conv2d(x: Any, weight: Any, bias: Any = None, /, *, stride: Any = 1, padding
 
 def conv2d_weight_grad(x: Any, grad_output: Any, /, *, weight_shape: Any, stride: Any = 1, padding: Any = 0,
                        dilation: Any = 1, groups: int = 1) -> Any:
-    g = conv_geometry("conv2d_weight_grad", x.shape, tuple(weight_shape), stride, padding, dilation, groups)
-    cols = _im2col(x, tuple(weight_shape[2:]), g)
-    return (_grouped_output(grad_output, groups).mT @ cols).reshape(tuple(weight_shape))
+    weight_shape = tuple(weight_shape)
+    g = conv_geometry("conv2d_weight_grad", x.shape, weight_shape, stride, padding, dilation, groups)
+    n, o = x.shape[0], weight_shape[0]
+    per_image = grad_output.reshape((n, groups, o // groups, -1)) @ _columns(x, weight_shape[2:], g).mT
+    return _ops().sum(per_image, axis=0).reshape(weight_shape)
 
 
 def conv2d_input_grad(grad_output: Any, weight: Any, /, *, input_shape: Any, stride: Any = 1, padding: Any = 0,
                       dilation: Any = 1, groups: int = 1) -> Any:
     input_shape = tuple(input_shape)
     g = conv_geometry("conv2d_input_grad", input_shape, weight.shape, stride, padding, dilation, groups)
-    n, c, h, w = input_shape
-    _, cg, kh, kw = weight.shape
-    oh, ow = g.out_hw
-    cols = _grouped_output(grad_output, groups) @ weight.reshape((groups, -1, cg * kh * kw))
-    cols = cols.reshape((groups, n, oh, ow, cg, kh, kw)).permute_dims((1, 0, 4, 2, 3, 5, 6))
-    padded_hw = _padded_hw((h, w), g, (kh, kw))
-    return _crop(_fold(cols.reshape((n, c, oh, ow, kh, kw)), (kh, kw), g, padded_hw), g.padding, (h, w))
+    n, c = input_shape[:2]
+    o, _, kh, kw = weight.shape
+    go = grad_output.reshape((n, groups, o // groups, -1))
+    cols = (weight.reshape((groups, o // groups, -1)).mT @ go).reshape((n, c, kh, kw, *g.out_hw))
+    return _scatter_taps([cols[:, :, i, j] for i in range(kh) for j in range(kw)], (kh, kw), g, input_shape)
 
 
 # ---- linear -------------------------------------------------------------------------------------
@@ -244,47 +210,54 @@ def linear(x: Any, weight: Any, bias: Any = None, /, *, activation: str | None =
 
 # ---- pooling ------------------------------------------------------------------------------------
 
+def _pool_taps(x: Any, g: PoolGeometry, fill: float) -> list[Any]:
+    return _taps(_padded(x, g.padding, _padded_hw(x.shape[2:], g, g.kernel_size), fill), g.kernel_size, g)
+
+
 def max_pool2d(x: Any, /, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                ceil_mode: bool = False) -> Any:
     g = pool_geometry("max_pool2d", x.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    padded = _padded(x, g.padding, _padded_hw(x.shape[2:], g, g.kernel_size), -math.inf)
-    return _ops().max(_windows(padded, g.kernel_size, g), axis=(4, 5))
-
-
-def _argmax_positions(x: Any, g: PoolGeometry) -> tuple[Any, tuple[int, int]]:
-    """Flat positions, in the (N*C*Hp*Wp) padded layout, of each window's first maximum."""
     ops = _ops()
-    n, c = x.shape[:2]
-    padded_hw = _padded_hw(x.shape[2:], g, g.kernel_size)
-    windows = _windows(_padded(x, g.padding, padded_hw, -math.inf), g.kernel_size, g)
-    tap = ops.argmax(windows.reshape((n, c, *g.out_hw, -1)), axis=-1)  # first maximum, as PyTorch picks
-    origins, taps = _window_offsets(g.out_hw, g.kernel_size, g.stride, g.dilation, padded_hw[1])
-    key = (g.out_hw, g.kernel_size, g.stride, g.dilation, padded_hw[1])
-    plane = _device_index(("planes", n * c, padded_hw, key), np.arange(n * c, dtype=np.int64) * math.prod(padded_hw),
-                          x.device)
-    in_plane = ops.take(_device_index(("taps", key), taps, x.device), tap.reshape(-1)).reshape((n * c, -1))
-    positions = in_plane + _device_index(("origins", key), origins, x.device) + plane.reshape((n * c, 1))
-    return positions.reshape(-1), padded_hw
+    taps = _pool_taps(x, g, -math.inf)
+    out = taps[0]
+    for tap in taps[1:]:
+        out = ops.maximum(out, tap)
+    return out if len(taps) > 1 else out.contiguous()
+
+
+def _argmax_tap(x: Any, g: PoolGeometry) -> Any:
+    """Per output, the index of the first tap holding the window's maximum (as PyTorch picks)."""
+    from ember_core.creation import zeros
+
+    ops = _ops()
+    taps = _pool_taps(x, g, -math.inf)
+    best, index = taps[0], zeros(taps[0].shape, dtype="int64", device=x.device)
+    for k, tap in enumerate(taps[1:], 1):
+        better = ops.greater(tap, best)
+        best = ops.where(better, tap, best)
+        index = ops.where(better, k, index)
+    return index
 
 
 def max_pool2d_grad(grad_output: Any, x: Any, /, kernel_size: Any, stride: Any = None, padding: Any = 0,
                     dilation: Any = 1, ceil_mode: bool = False) -> Any:
-    from ember_core.creation import zeros
-
     g = pool_geometry("max_pool2d_grad", x.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    positions, padded_hw = _argmax_positions(x, g)
-    n, c = x.shape[:2]
-    out = zeros((n * c * padded_hw[0] * padded_hw[1],), dtype=grad_output.dtype, device=x.device)
-    _ops().index_put(out, positions, grad_output.reshape(-1), accumulate=True)
-    return _crop(out.reshape((n, c, *padded_hw)), g.padding, x.shape[2:])
+    ops = _ops()
+    index = _argmax_tap(x, g)
+    shares = [ops.where(ops.equal(index, k), grad_output, 0.0) for k in range(math.prod(g.kernel_size))]
+    return _scatter_taps(shares, g.kernel_size, g, x.shape)
 
 
 def max_pool2d_select(values: Any, x: Any, /, kernel_size: Any, stride: Any = None, padding: Any = 0,
                       dilation: Any = 1, ceil_mode: bool = False) -> Any:
     g = pool_geometry("max_pool2d_select", x.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    positions, padded_hw = _argmax_positions(x, g)
-    padded = _padded(values, g.padding, padded_hw, 0.0)
-    return _ops().take(padded.reshape(-1), positions).reshape((*x.shape[:2], *g.out_hw))
+    ops = _ops()
+    index = _argmax_tap(x, g)
+    taps = _pool_taps(values, g, 0.0)
+    out = ops.where(ops.equal(index, 0), taps[0], 0.0)
+    for k, tap in enumerate(taps[1:], 1):
+        out = ops.where(ops.equal(index, k), tap, out)
+    return out
 
 
 @lru_cache(maxsize=256)
@@ -313,21 +286,19 @@ def _divisors(x: Any, hw: tuple[int, int], g: PoolGeometry, count_include_pad: b
 def avg_pool2d(x: Any, /, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Any:
     g = pool_geometry("avg_pool2d", x.shape, kernel_size, stride, padding, 1, ceil_mode)
-    padded = _padded(x, g.padding, _padded_hw(x.shape[2:], g, g.kernel_size), 0.0)
-    sums = _ops().sum(_windows(padded, g.kernel_size, g), axis=(4, 5))
-    return sums / _divisors(x, x.shape[2:], g, count_include_pad)
+    taps = _pool_taps(x, g, 0.0)
+    total = taps[0]
+    for tap in taps[1:]:
+        total = total + tap
+    return total / _divisors(x, x.shape[2:], g, count_include_pad)
 
 
 def avg_pool2d_grad(grad_output: Any, /, input_shape: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                     ceil_mode: bool = False, count_include_pad: bool = True) -> Any:
-    from ember_core.views import broadcast_to
-
     input_shape = tuple(input_shape)
     g = pool_geometry("avg_pool2d_grad", input_shape, kernel_size, stride, padding, 1, ceil_mode)
     share = grad_output / _divisors(grad_output, input_shape[2:], g, count_include_pad)
-    cols = broadcast_to(share.reshape((*share.shape, 1, 1)), (*share.shape, *g.kernel_size))
-    padded_hw = _padded_hw(input_shape[2:], g, g.kernel_size)
-    return _crop(_fold(cols, g.kernel_size, g, padded_hw), g.padding, input_shape[2:])
+    return _scatter_taps([share] * math.prod(g.kernel_size), g.kernel_size, g, input_shape)
 
 
 @lru_cache(maxsize=256)
