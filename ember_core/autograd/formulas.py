@@ -117,6 +117,18 @@ def sgn(x: Tensor) -> Tensor:
     return ops.where(magnitude == 0, zeros_like(x), x / ops.where(magnitude == 0, ones_like(magnitude), magnitude))
 
 
+def sgn_grad(grad: Tensor, x: Tensor, result: Tensor) -> Tensor:
+    """sign: flat for real x; for complex x, z/|z| turns with the phase only, so the gradient is
+    the component of grad along i * sign(z), divided by |z| (0 at z = 0)."""
+    if x._dtype.kind != "c":
+        return zeros_like(grad)
+    ops = _ops()
+    magnitude = ops.abs(x)
+    safe = ops.where(magnitude == 0, ones_like(magnitude), magnitude)
+    turn = times_i(ops.imag(ops.conj(result) * grad)) * result / safe
+    return ops.where(magnitude == 0, zeros_like(turn), turn)
+
+
 def times_i(g: Tensor) -> Tensor:
     """i * g as a complex tensor (the gradient of imag)."""
     from ember_core import dtypes as dt
@@ -266,7 +278,8 @@ def take_grad(grad: Tensor, x: Tensor, indices: Tensor, axis: Any) -> Tensor:
 HELPERS: dict[str, Any] = {
     "conj": conj, "sum_to": sum_to, "zeros_like": zeros_like, "ones_like": ones_like,
     "inverse_permutation": inverse_permutation, "unsqueeze_reduced": unsqueeze_reduced,
-    "reduced_count": reduced_count, "real_if": real_if, "math": math, "sgn": sgn, "times_i": times_i,
+    "reduced_count": reduced_count, "real_if": real_if, "math": math, "sgn": sgn, "sgn_grad": sgn_grad,
+    "times_i": times_i,
     "tie_share": tie_share, "pow_base_grad": pow_base_grad, "pow_exponent_grad": pow_exponent_grad,
     "prod_grad": prod_grad, "extremum_grad": extremum_grad, "cumulative_sum_grad": cumulative_sum_grad,
     "cumulative_prod_grad": cumulative_prod_grad, "sort_grad": sort_grad, "take_along_axis": take_along_axis,
