@@ -64,7 +64,8 @@ def _ember_include() -> Path:
         in_tree = HERE.parent.parent / "ember_core" / "include"
         if (in_tree / "ember.h").is_file():
             return in_tree
-    raise SystemExit("ember-vulkan build: cannot find ember.h; install ember first or set EMBER_INCLUDE to its directory")
+    raise SystemExit("ember-vulkan build: cannot find ember.h; install ember first or set EMBER_INCLUDE to "
+                     "its directory")
 
 
 def _catalog():

@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from ember_vulkan import catalog
 from tolerances import LAYOUTS, assert_close, make_tensor, to_numpy
 
 import ember_core as em
-from ember_vulkan import catalog
 
 RNG = np.random.default_rng(1234)
 SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-6, -1e-6, 0.5, -0.5]

@@ -149,13 +149,13 @@ def variants() -> list[Variant]:
         add(_v("take", {"A": src, "O": src}))
         add(_v("put", {"A": src, "O": src}))
         add(_v("argreduce", {"A": src}))
-    for name, (dtypes, result) in UNARY.items():
+    for dtypes, result in UNARY.values():
         for d in dtypes:
             add(_v("unary", {"A": d, "O": d if result == "same" else "bool"}))
-    for name, (dtypes, result) in BINARY.items():
+    for dtypes, result in BINARY.values():
         for d in dtypes:
             add(_v("binary", {"A": d, "B": d, "O": d if result == "same" else "bool"}))
-    for name, (dtypes, result) in REDUCE.items():
+    for dtypes, result in REDUCE.values():
         for d in dtypes:
             final = d if result == "same" else "bool"
             partial = partial_dtype(d, result)

@@ -133,6 +133,9 @@ class VulkanDevice:
         self._pipelines: dict[tuple[str, int], Any] = {}
         self._spirv: dict[str, bytes] = {}
         self.submissions = 0  # batches submitted (tests check that work is batched)
+        # Copy through mapped device memory when the driver maps it (integrated GPUs, lavapipe);
+        # False takes the staging path a discrete GPU's device-local memory needs.
+        self.map_host = True
 
     # ---- pipelines --------------------------------------------------------------------------------
 
@@ -225,7 +228,7 @@ class VulkanDevice:
         with self.lock:
             alloc = self.checked(handle, offset, nbytes)
             at = alloc.offset + offset
-            if alloc.block.host_visible and not self.pending():
+            if alloc.block.host_visible and self.map_host and not self.pending():
                 ffi.memmove(ffi.cast("char *", alloc.block.mapped) + at, src, nbytes)
                 return
             data = src.cast("B") if src.format != "B" else src
@@ -249,7 +252,7 @@ class VulkanDevice:
             alloc = self.checked(handle, offset, nbytes)
             at = alloc.offset + offset
             self.flush()
-            if alloc.block.host_visible:
+            if alloc.block.host_visible and self.map_host:
                 ffi.memmove(dst, ffi.cast("char *", alloc.block.mapped) + at, nbytes)
                 return
             out = dst.cast("B") if dst.format != "B" else dst
