@@ -227,4 +227,9 @@ REFERENCES.update({
                                                                                 activation),
     "max_pool2d": _max_pool2d, "avg_pool2d": _avg_pool2d, "adaptive_avg_pool2d": _adaptive_avg_pool2d,
 })
+REFERENCES.update({
+    "views.reshape": np.reshape, "views.permute_dims": np.permute_dims, "views.broadcast_to": np.broadcast_to,
+    "views.squeeze": np.squeeze, "views.expand_dims": lambda x, *, axis=0: np.expand_dims(x, axis),
+    "views.flip_view": lambda x, axes: np.flip(x, axis=axes),
+})
 ACCUMULATING = ACCUMULATING | {"linear", "avg_pool2d", "adaptive_avg_pool2d"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ember_conformance.samples import data, elementwise, linalg, nn, randomness, reductions, sorting
+from ember_conformance.samples import data, elementwise, linalg, nn, randomness, reductions, sorting, views
 from ember_conformance.samples.base import Sample
 
 Generator = Callable[[Any, str, str, int], list[Sample]]
@@ -31,6 +31,7 @@ BY_FAMILY: dict[str, Generator] = {
     "searchsorted": sorting.searchsorted, "matmul": linalg.matmul, "random": randomness.random_op,
     "copy": data.copy, "fill": data.full, "where": data.where, "take": data.take, "put": data.index_put,
     "nonzero": data.nonzero, "conv": linalg.conv2d, "pool": nn.pool, "softmax": nn.softmax, "linear": nn.linear,
+    "view": views.view_op,
 }
 
 

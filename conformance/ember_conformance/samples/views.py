@@ -3,6 +3,8 @@ kernels: every expression runs on ember (``xp = ember_core``) and on numpy (``xp
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember_conformance.samples.base import Arr, Sample, rng_for, typical
 
 EXPRESSIONS = {
@@ -33,3 +35,25 @@ def views(dtype: str, device: str, level: int) -> list[Sample]:
             x = Arr(typical(rng, (3, 4, 5), dtype), dtype, layout)
             out.append(Sample(f"{name}-{layout}", (x,), expression=expression))
     return out
+
+
+# the registry's view ops (family "view"): arguments per op, in every layout of a (3, 1, 4) tensor
+VIEW_OP_ARGS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "reshape": (((4, 3),), {}), "permute_dims": (((2, 0, 1),), {}), "broadcast_to": (((2, 3, 5, 4),), {}),
+    "squeeze": ((1,), {}), "expand_dims": ((), {"axis": 1}), "flip_view": (((0, 2),), {}),
+}
+
+
+def view_op(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    from ember_conformance.execute import SkipCase
+
+    name = schema.name.rsplit(".", 1)[-1]
+    if name not in VIEW_OP_ARGS:
+        def check(device: str, dtype: str) -> str | None:
+            raise SkipCase(f"{schema.name} is exercised through indexing (the 'views' cases), not on its own")
+
+        return [Sample("via-views", custom=check)]
+    rng = rng_for(schema.name, dtype)
+    args, kwargs = VIEW_OP_ARGS[name]
+    return [Sample(layout, (Arr(typical(rng, (3, 1, 4), dtype), dtype, layout), *args), dict(kwargs))
+            for layout in ("contiguous", "strided", "flipped")]
