@@ -50,6 +50,27 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride=(1, 1), pa
     return np.maximum(out, 0) if activation == "relu" else out
 
 
+def conv2d_input_grad(dy: np.ndarray, w: np.ndarray, input_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                      groups: int = 1) -> np.ndarray:
+    """The gradient of sum(conv2d(x, w) * dy) with respect to x: every output's gradient spread
+    back over the input pixels its window read, in float64."""
+    dy, w = dy.astype(np.float64), w.astype(np.float64)
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = input_shape
+    o, cg, kh, kw = w.shape
+    oh, ow = dy.shape[2:]
+    dx = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    og = o // groups
+    for g in range(groups):
+        dys, ws = dy[:, g * og:(g + 1) * og], w[g * og:(g + 1) * og]
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+                cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+                dx[:, g * cg:(g + 1) * cg, rows, cols] += np.einsum("nohw,oc->nchw", dys, ws[:, :, i, j])
+    return dx[:, :, ph:ph + h, pw:pw + wd]
+
+
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, activation: str | None = None) -> np.ndarray:
     out = x.astype(np.float64) @ w.astype(np.float64).T
     if b is not None:

@@ -84,15 +84,62 @@ def test_no_input_channels_is_declined_and_answered_with_the_bias(rng):
     np.testing.assert_array_equal(out.numpy(), np.broadcast_to(b.reshape(1, 3, 1, 1), (2, 3, 3, 3)))
 
 
-def test_non_finite_input_is_declined_and_keeps_nan(rng):
+@pytest.mark.parametrize(("shape", "where"), [((1, 2, 5, 5), (0, 1, 2, 2)),  # scalar transpose edges
+                                               ((2, 16, 9, 9), (1, 3, 2, 5)),  # inside an 8x8 register block
+                                               ((2, 16, 9, 9), (0, 15, 8, 8))])  # the last element
+@pytest.mark.parametrize("special", [np.nan, np.inf])
+def test_non_finite_input_is_declined_and_propagates(rng, shape, where, special):
     """XNNPACK's output clamps turn NaN into -inf: such calls go to the next provider."""
-    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
-    x[0, 1, 2, 2] = np.nan
-    wt = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[where] = special
+    wt = rng.standard_normal((3, shape[1], 3, 3)).astype(np.float32)
     out, providers = traced(em.conv2d, em.asarray(x), em.asarray(wt), padding=1)
     assert "xnnpack" not in served_by(providers, "conv2d")
-    np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(ref.conv2d(x, wt, None, padding=(1, 1))))
+    with np.errstate(invalid="ignore"):
+        expected = ref.conv2d(x, wt, None, padding=(1, 1))
+    np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(out.numpy()), np.isinf(expected))
+
+
+def test_non_finite_weights_are_declined(rng):
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    wt = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
     wt[0, 0, 0, 0] = np.inf
-    x[0, 1, 2, 2] = 0
     out, providers = traced(em.conv2d, em.asarray(x), em.asarray(wt))
-    assert "xnnpack" not in served_by(providers, "conv2d") and np.isinf(out.numpy()[0, 0]).any()
+    assert "xnnpack" not in served_by(providers, "conv2d") and np.isinf(out.numpy()[0, 0]).all()
+
+GRAD_CASES = [  # input shape, o, (kh, kw), stride, padding, dilation, groups
+    ((2, 6, 9, 11), 4, (3, 3), (2, 1), (1, 2), (1, 2), 2),
+    ((2, 4, 10, 9), 8, (3, 3), (2, 2), (1, 1), (1, 1), 1),  # stride 2 on even/odd sizes: adjustments
+    ((1, 8, 7, 7), 8, (3, 3), (1, 1), (1, 1), (1, 1), 8),  # depthwise
+    ((3, 5, 6, 8), 7, (1, 1), (1, 1), (0, 0), (1, 1), 1),
+    ((2, 16, 12, 12), 32, (5, 5), (3, 3), (2, 2), (1, 1), 1),
+    ((2, 3, 8, 8), 1, (3, 3), (1, 1), (0, 0), (1, 1), 1),  # one output channel
+]
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=lambda c: "x".join(map(str, c[0])) + f"-s{c[3][0]}-g{c[-1]}")
+def test_conv2d_input_grad_matches_reference(rng, case):
+    shape, o, (kh, kw), stride, padding, dilation, groups = case
+    params = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    wt = rng.standard_normal((o, shape[1] // groups, kh, kw)).astype(np.float32)
+    oh, ow = ref.conv2d(np.zeros(shape, np.float32), wt, None, **params).shape[2:]
+    dy = rng.standard_normal((shape[0], o, oh, ow)).astype(np.float32)
+    out, providers = traced(em.conv2d_input_grad, em.asarray(dy), em.asarray(wt), input_shape=shape, **params)
+    magnitude = ref.conv2d_input_grad(np.abs(dy), np.abs(wt), shape, **params)
+    ref.assert_close_dot(out.numpy(), ref.conv2d_input_grad(dy, wt, shape, **params), magnitude)
+    assert served_by(providers, "conv2d_input_grad") == {"xnnpack"}
+
+
+def test_backward_of_conv2d_uses_the_input_gradient_kernel(rng):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    wt = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    ex = em.asarray(x)
+    ex.requires_grad = True
+    with em.trace_dispatch() as log:
+        em.conv2d(ex, em.asarray(wt), stride=2, padding=1).sum().backward()
+    tx = torch.from_numpy(x).requires_grad_()
+    torch.nn.functional.conv2d(tx, torch.from_numpy(wt), stride=2, padding=1).sum().backward()
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    assert "xnnpack" in served_by(log.providers(), "conv2d_input_grad")

@@ -108,7 +108,7 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
                                      o // groups, kh, kw, sh, sw, dh, dw, ph, pw, out_min, out_max, slot)
 
     def run(op: Any, pool: Any) -> int:
-        return lib.exn_conv2d_run(op, pool, n, c, h, w, o, oh, ow, x._storage.handle, x._offset,
+        return lib.exn_conv2d_run(op, pool, n, c, h, w, o, oh, ow, kh * kw, groups, x._storage.handle, x._offset,
                                   out._storage.handle, out._offset)
 
     return _run(("conv2d", stride, padding, dilation, groups, activation), (weight, bias), create, run, "conv2d")
@@ -140,7 +140,7 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
                                                 o // groups, kh, kw, sh, sw, dh, dw, ph, pw, slot)
 
     def run(op: Any, pool: Any) -> int:
-        return lib.exn_conv2d_input_grad_run(op, pool, n, o, oh, ow, c, h, w, adjust_h, adjust_w,
+        return lib.exn_conv2d_input_grad_run(op, pool, n, o, oh, ow, c, h, w, kh * kw, groups, adjust_h, adjust_w,
                                              grad_output._storage.handle, grad_output._offset,
                                              out._storage.handle, out._offset)
 
@@ -167,8 +167,8 @@ def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) 
                                      out_min, out_max, slot)
 
     def run(op: Any, pool: Any) -> int:
-        return lib.exn_linear_run(op, pool, rows, features, x._storage.handle, x._offset, out._storage.handle,
-                                  out._offset)
+        return lib.exn_linear_run(op, pool, rows, features, out_features, x._storage.handle, x._offset,
+                                  out._storage.handle, out._offset)
 
     return _run(("linear", activation), (weight, bias), create, run, "linear")
 
@@ -202,7 +202,7 @@ def _pool2d(kind: int, name: str, out: Any, x: Any, kernel_size: tuple[int, int]
         return lib.exn_pool2d_create(kind, ph, pw, pad_bottom, pad_right, kh, kw, sh, sw, dh, dw, c, slot)
 
     def run(op: Any, pool: Any) -> int:
-        return lib.exn_pool2d_run(kind, op, pool, n, c, h, w, oh, ow, x._storage.handle, x._offset,
+        return lib.exn_pool2d_run(kind, op, pool, n, c, h, w, oh, ow, kh * kw, x._storage.handle, x._offset,
                                   out._storage.handle, out._offset)
 
     return _run((name, c, kh, kw, sh, sw, ph, pw, pad_bottom, pad_right, dh, dw), (), create, run, name)

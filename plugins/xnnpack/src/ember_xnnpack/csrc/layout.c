@@ -11,6 +11,7 @@
  * the over-read crosses into the next page (which may be unmapped), so inputs whose last bytes
  * sit that close to a page end are copied into the workspace first (exn_readable_input).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ static void scan_tile(void *context, size_t start, size_t count) {
 
 int exn_all_finite(void *pool, const float *x, size_t n) {
     scan_job job = {x, n, 0};
-    pthreadpool_parallelize_1d_tile_1d((pthreadpool_t)pool, scan_tile, &job, n, SCAN_TILE, 0);
+    pthreadpool_parallelize_1d_tile_1d((pthreadpool_t)pool, scan_tile, &job, n, SCAN_TILE, PTHREADPOOL_FLAG_YIELD_WORKERS);
     return !job.nonfinite;
 }
 
@@ -103,16 +104,66 @@ typedef struct {
     int nonfinite;
 } transpose_job;
 
+/* rows [i0, i1) x columns [j0, j1) of one matrix, one element at a time; 1 if any was non-finite */
+static int transpose_scalar(const transpose_job *job, const float *src, float *dst, size_t i0, size_t i1, size_t j0,
+                            size_t j1) {
+    int nonfinite = 0;
+    for (size_t i = i0; i < i1; i++) {
+        for (size_t j = j0; j < j1; j++)
+            dst[j * job->rows + i] = src[i * job->cols + j];
+        if (job->check && j1 > j0) nonfinite |= any_nonfinite(src + i * job->cols + j0, j1 - j0);
+    }
+    return nonfinite;
+}
+
+#ifdef __AVX__
+#include <immintrin.h>
+
+/* One 8x8 block in registers (unpack, shuffle, swap 128-bit halves); with `check`, ORs into *found
+ * the lanes whose exponent bits are all set (NaN or infinity). */
+static inline void transpose8x8(const float *src, size_t src_stride, float *dst, size_t dst_stride, int check,
+                                __m256 *found) {
+    __m256 r[8], t[8], u[8];
+    for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_ps(src + k * src_stride);
+    if (check) {
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        for (int k = 0; k < 8; k++)
+            *found = _mm256_or_ps(*found, _mm256_cmp_ps(_mm256_and_ps(r[k], inf), inf, _CMP_EQ_OQ));
+    }
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(dst + k * dst_stride, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(dst + (k + 4) * dst_stride, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+    }
+}
+#endif
+
 static void transpose_tile(void *context, size_t b, size_t i0, size_t j0, size_t ni, size_t nj) {
     transpose_job *job = context;
     const float *src = job->src + b * job->rows * job->cols;
     float *dst = job->dst + b * job->rows * job->cols;
-    int nonfinite = 0;
-    for (size_t i = i0; i < i0 + ni; i++) {
-        for (size_t j = j0; j < j0 + nj; j++)
-            dst[j * job->rows + i] = src[i * job->cols + j];
-        if (job->check) nonfinite |= any_nonfinite(src + i * job->cols + j0, nj);
-    }
+    int nonfinite;
+#ifdef __AVX__
+    size_t i8 = i0 + (ni & ~(size_t)7), j8 = j0 + (nj & ~(size_t)7);
+    __m256 found = _mm256_setzero_ps();
+    for (size_t i = i0; i < i8; i += 8)
+        for (size_t j = j0; j < j8; j += 8)
+            transpose8x8(src + i * job->cols + j, job->cols, dst + j * job->rows + i, job->rows, job->check, &found);
+    nonfinite = _mm256_movemask_ps(found) != 0;
+    nonfinite |= transpose_scalar(job, src, dst, i0, i0 + ni, j8, j0 + nj);  /* right edge */
+    nonfinite |= transpose_scalar(job, src, dst, i8, i0 + ni, j0, j8);       /* bottom edge */
+#else
+    nonfinite = transpose_scalar(job, src, dst, i0, i0 + ni, j0, j0 + nj);
+#endif
     if (nonfinite) __atomic_store_n(&job->nonfinite, 1, __ATOMIC_RELAXED);
 }
 
@@ -122,6 +173,7 @@ int exn_transpose(void *pool, const float *src, float *dst, size_t batch, size_t
         return !check || exn_all_finite(pool, dst, batch * rows * cols);
     }
     transpose_job job = {src, dst, rows, cols, check, 0};
-    pthreadpool_parallelize_3d_tile_2d((pthreadpool_t)pool, transpose_tile, &job, batch, rows, cols, TILE, TILE, 0);
+    pthreadpool_parallelize_3d_tile_2d((pthreadpool_t)pool, transpose_tile, &job, batch, rows, cols, TILE, TILE,
+                                      PTHREADPOOL_FLAG_YIELD_WORKERS);
     return !job.nonfinite;
 }

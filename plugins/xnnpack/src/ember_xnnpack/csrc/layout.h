@@ -15,10 +15,6 @@ float *exn_workspace(int slot, size_t count);
 /* `x` itself when XNNPACK may over-read it safely, else a copy in `slot` (NULL: out of memory). */
 const float *exn_readable_input(const float *x, size_t count, int slot);
 
-/* dst[b][j][i] = src[b][i][j] for b < batch, i < rows, j < cols, on the pool.  With `check`,
- * returns 0 when src holds a NaN or an infinity (1 otherwise, and always 1 without `check`). */
-int exn_transpose(void *pool, const float *src, float *dst, size_t batch, size_t rows, size_t cols, int check);
-
 /* 1 when x[0..n) is all finite (no NaN, no infinity), scanned on the pool. */
 int exn_all_finite(void *pool, const float *x, size_t n);
 

@@ -15,6 +15,16 @@
 #define F32(base, offset) ((const float *)(base) + (offset))
 #define F32_OUT(base, offset) ((float *)(base) + (offset))
 
+/* Operators yield their workers when done instead of letting them spin: ember-cpu's OpenMP team
+ * runs the ops in between, and spinning pthreadpool workers would take its cores. */
+#define FLAGS XNN_FLAG_YIELD_WORKERS
+
+/* Below this many multiply-adds (about 20 us on one core) an operator runs on the calling thread:
+ * waking the pool costs more than it saves. */
+#define PARALLEL_MIN_WORK ((size_t)1 << 20)
+
+static void *pool_for(void *pool, size_t work) { return work < PARALLEL_MIN_WORK ? NULL : pool; }
+
 int exn_initialize(void) { return xnn_initialize(NULL); }
 
 void *exn_pool_create(size_t threads) { return threads > 1 ? pthreadpool_create(threads) : NULL; }
@@ -77,13 +87,14 @@ int exn_conv2d_create(const void *weight, int64_t weight_offset, const void *bia
     enum xnn_status status = xnn_create_convolution2d_nhwc_f32(
         pad_h, pad_w, pad_h, pad_w, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, groups,
         group_input_channels, group_output_channels, (size_t)groups * group_input_channels, out_channels, ohwi, b,
-        output_min, output_max, 0, (xnn_operator_t *)op_out);
+        output_min, output_max, FLAGS, (xnn_operator_t *)op_out);
     free(ohwi);  /* the operator packed its own copy */
     return (int)status;
 }
 
 int exn_conv2d_run(void *op, void *pool, size_t n, size_t c, size_t h, size_t w, size_t o, size_t oh, size_t ow,
-                   const void *x, int64_t x_offset, void *out, int64_t out_offset) {
+                   size_t taps, size_t groups, const void *x, int64_t x_offset, void *out, int64_t out_offset) {
+    pool = pool_for(pool, n * oh * ow * o * (c / groups) * taps);
     int status;
     const float *x_nhwc = to_nhwc(pool, F32(x, x_offset), n, c, h * w, &status);
     if (!x_nhwc) return status;
@@ -109,14 +120,15 @@ int exn_conv2d_input_grad_create(const void *weight, int64_t weight_offset, uint
     enum xnn_status status = xnn_create_deconvolution2d_nhwc_f32(
         pad_h, pad_w, pad_h, pad_w, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, groups,
         group_output_channels, group_input_channels, (size_t)groups * group_output_channels,
-        (size_t)groups * group_input_channels, packed, NULL, -INFINITY, INFINITY, 0, (xnn_operator_t *)op_out);
+        (size_t)groups * group_input_channels, packed, NULL, -INFINITY, INFINITY, FLAGS, (xnn_operator_t *)op_out);
     free(packed);
     return (int)status;
 }
 
 int exn_conv2d_input_grad_run(void *op, void *pool, size_t n, size_t o, size_t oh, size_t ow, size_t c, size_t h,
-                              size_t w, uint32_t adjust_h, uint32_t adjust_w, const void *grad_output,
-                              int64_t grad_output_offset, void *out, int64_t out_offset) {
+                              size_t w, size_t taps, size_t groups, uint32_t adjust_h, uint32_t adjust_w,
+                              const void *grad_output, int64_t grad_output_offset, void *out, int64_t out_offset) {
+    pool = pool_for(pool, n * oh * ow * o * (c / groups) * taps);
     int status;
     const float *dy_nhwc = to_nhwc(pool, F32(grad_output, grad_output_offset), n, o, oh * ow, &status);
     if (!dy_nhwc) return status;
@@ -136,12 +148,13 @@ int exn_linear_create(size_t in_features, size_t out_features, const void *weigh
     if (!weights_finite(F32(weight, weight_offset), in_features * out_features, b, out_features))
         return EXN_STATUS_NONFINITE;
     return (int)xnn_create_fully_connected_nc_f32(in_features, out_features, in_features, out_features,
-                                                  F32(weight, weight_offset), b, output_min, output_max, 0,
+                                                  F32(weight, weight_offset), b, output_min, output_max, FLAGS,
                                                   (xnn_operator_t *)op_out);
 }
 
-int exn_linear_run(void *op, void *pool, size_t rows, size_t in_features, const void *x, int64_t x_offset,
-                   void *out, int64_t out_offset) {
+int exn_linear_run(void *op, void *pool, size_t rows, size_t in_features, size_t out_features, const void *x,
+                   int64_t x_offset, void *out, int64_t out_offset) {
+    pool = pool_for(pool, rows * in_features * out_features);
     if (!exn_all_finite(pool, F32(x, x_offset), rows * in_features)) return EXN_STATUS_NONFINITE;
     const float *input = exn_readable_input(F32(x, x_offset), rows * in_features, EXN_WS_PAD);
     if (!input) return EXN_STATUS_OUT_OF_MEMORY;
@@ -158,15 +171,16 @@ int exn_pool2d_create(int kind, uint32_t pad_top, uint32_t pad_left, uint32_t pa
     if (kind == EXN_MAX_POOL)
         return (int)xnn_create_max_pooling2d_nhwc_f32(pad_top, pad_right, pad_bottom, pad_left, kernel_h, kernel_w,
                                                       stride_h, stride_w, dilation_h, dilation_w, channels,
-                                                      channels, channels, -INFINITY, INFINITY, 0, op);
+                                                      channels, channels, -INFINITY, INFINITY, FLAGS, op);
     if (dilation_h != 1 || dilation_w != 1) return EXN_STATUS_UNSUPPORTED_PARAMETER;
     return (int)xnn_create_average_pooling2d_nhwc_f32(pad_top, pad_right, pad_bottom, pad_left, kernel_h, kernel_w,
                                                       stride_h, stride_w, channels, channels, channels, -INFINITY,
-                                                      INFINITY, 0, op);
+                                                      INFINITY, FLAGS, op);
 }
 
 int exn_pool2d_run(int kind, void *op, void *pool, size_t n, size_t c, size_t h, size_t w, size_t oh, size_t ow,
-                   const void *x, int64_t x_offset, void *out, int64_t out_offset) {
+                   size_t taps, const void *x, int64_t x_offset, void *out, int64_t out_offset) {
+    pool = pool_for(pool, n * c * oh * ow * taps);
     int status;
     const float *x_nhwc = to_nhwc(pool, F32(x, x_offset), n, c, h * w, &status);
     if (!x_nhwc) return status;

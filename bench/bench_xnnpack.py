@@ -1,0 +1,191 @@
+"""ember-xnnpack benchmarks: each case side by side with ember-cpu alone (xnnpack excluded) and
+PyTorch 2.13 CPU, in the same process, alternating rounds.
+
+Run: ``python bench/bench_xnnpack.py [--threads N] [--rounds R]``.  Prints, per case, the best
+time of each contender (noise on a shared machine only ever adds time) and the ratios
+xnnpack / PyTorch and xnnpack / ember-cpu (time ratios: lower is better; 0.91 = 1.1x faster).
+The layout rows time the NCHW <-> NHWC transposes a conv pays, to judge a channels-last format.
+The demo row is one training step (forward, backward, Adam) of ``ember demo``'s CNN on a batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import ember_core as em
+
+try:
+    import torch
+except ImportError:  # the ember columns still run
+    torch = None
+
+Case = tuple[str, dict[str, Callable[[], object]]]
+
+
+def best_time(fn: Callable[[], object], min_time: float = 0.05) -> float:
+    """Best seconds per call of one batch of calls lasting at least min_time."""
+    n = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return elapsed / n
+        n *= 2
+
+
+def ember(fn: Callable[[], object], use_xnnpack: bool) -> Callable[[], object]:
+    def run() -> object:
+        with em.providers(exclude=[] if use_xnnpack else ["xnnpack"]):
+            return fn()
+
+    return run
+
+
+def contenders(ember_fn: Callable[[], object], torch_fn: Callable[[], object] | None) -> dict[str, Callable]:
+    out = {"xnnpack": ember(ember_fn, True), "ember-cpu": ember(ember_fn, False)}
+    if torch is not None and torch_fn is not None:
+        out["torch"] = torch_fn
+    return out
+
+
+def nn_cases(rng: np.random.Generator) -> list[Case]:
+    def arrays(*shapes: tuple[int, ...]) -> list[np.ndarray]:
+        return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+    tt = (lambda *a: [torch.from_numpy(x) for x in a]) if torch is not None else (lambda *a: [None] * len(a))
+    F = torch.nn.functional if torch is not None else None
+    cases: list[Case] = []
+
+    x, w, b = arrays((8, 64, 56, 56), (64, 64, 3, 3), (64,))
+    ex, ew, eb = em.asarray(x), em.asarray(w), em.asarray(b)
+    tx, tw, tb = tt(x, w, b)
+    cases.append(("conv2d 8x64x56x56 -> 64, 3x3, pad 1", contenders(
+        lambda: em.conv2d(ex, ew, eb, padding=1), F and (lambda: F.conv2d(tx, tw, tb, padding=1)))))
+    cases.append(("conv2d + relu (fused in xnnpack)", contenders(
+        lambda: em.conv2d(ex, ew, eb, padding=1, activation="relu"),
+        F and (lambda: F.relu(F.conv2d(tx, tw, tb, padding=1))))))
+    dw = arrays((64, 1, 3, 3))[0]
+    edw, tdw = em.asarray(dw), tt(dw)[0]
+    cases.append(("depthwise conv2d 8x64x56x56, 3x3", contenders(
+        lambda: em.conv2d(ex, edw, padding=1, groups=64), F and (lambda: F.conv2d(tx, tdw, padding=1, groups=64)))))
+    dy = arrays((8, 64, 56, 56))[0]
+    edy, tdy = em.asarray(dy), tt(dy)[0]
+    cases.append(("conv2d input gradient (same conv)", contenders(
+        lambda: em.conv2d_input_grad(edy, ew, input_shape=x.shape, padding=1),
+        F and (lambda: torch.nn.grad.conv2d_input(x.shape, tw, tdy, padding=1)))))
+
+    xl, wl, bl = arrays((256, 2048), (2048, 2048), (2048,))
+    exl, ewl, ebl = em.asarray(xl), em.asarray(wl), em.asarray(bl)
+    txl, twl, tbl = tt(xl, wl, bl)
+    cases.append(("linear 256 x 2048 -> 2048", contenders(
+        lambda: em.linear(exl, ewl, ebl), F and (lambda: F.linear(txl, twl, tbl)))))
+
+    cases.append(("max_pool2d 3x3 stride 2 pad 1, 8x64x56x56", contenders(
+        lambda: em.max_pool2d(ex, 3, 2, 1), F and (lambda: F.max_pool2d(tx, 3, 2, 1)))))
+    cases.append(("avg_pool2d 2x2 stride 2, 8x64x56x56", contenders(
+        lambda: em.avg_pool2d(ex, 2, 2), F and (lambda: F.avg_pool2d(tx, 2, 2)))))
+    return cases
+
+
+def layout_cases(rng: np.random.Generator) -> list[Case]:
+    """The transposes inside the conv above, alone: what a channels-last core format would save."""
+    from ember_xnnpack import runtime
+    from ember_xnnpack._native import ffi, lib
+
+    nchw = rng.standard_normal((8, 64, 56 * 56)).astype(np.float32)
+    nhwc = np.empty_like(nchw)
+    src, dst = ffi.from_buffer("float[]", nchw), ffi.from_buffer("float[]", nhwc, require_writable=True)
+
+    def transpose(rows: int, cols: int) -> Callable[[], object]:
+        def run() -> object:
+            with runtime.LOCK:
+                return lib.exn_transpose(runtime.pool(), src, dst, 8, rows, cols, rows == 64)
+        return run
+
+    return [("  NCHW -> NHWC input (+ finiteness check)", {"xnnpack": transpose(64, 56 * 56)}),
+            ("  NHWC -> NCHW output", {"xnnpack": transpose(56 * 56, 64)})]
+
+
+def demo_case() -> Case | None:
+    """One training step of the demo's CNN on a batch of 32 digits (weights change every step,
+    so every conv/linear operator is re-created each step)."""
+    try:
+        from ember_core import nn, optim
+        from ember_core.demo import make_model
+    except ImportError:
+        return None
+    rng = np.random.default_rng(0)
+    images = em.asarray(rng.random((32, 1, 8, 8), dtype=np.float32))
+    labels = em.asarray(rng.integers(0, 10, 32))
+    steps = {}
+    for name, use in (("xnnpack", True), ("ember-cpu", False)):
+        em.manual_seed(0)
+        model = make_model("cpu")
+        optimizer = optim.Adam(model.parameters(), lr=1e-3)
+        loss_fn = nn.CrossEntropyLoss()
+
+        def step(model=model, optimizer=optimizer, loss_fn=loss_fn) -> object:
+            loss = loss_fn(model(images), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        steps[name] = ember(step, use)
+    if torch is not None:
+        torch.manual_seed(0)
+        tmodel = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 3, padding=1),
+            torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(512, 64), torch.nn.ReLU(),
+            torch.nn.Linear(64, 10))
+        topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
+        timages, tlabels = torch.from_numpy(images.numpy()), torch.from_numpy(labels.numpy())
+
+        def torch_step() -> object:
+            loss = torch.nn.functional.cross_entropy(tmodel(timages), tlabels)
+            topt.zero_grad()
+            loss.backward()
+            topt.step()
+            return loss
+
+        steps["torch"] = torch_step
+    return ("demo training step (CNN, batch 32)", steps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    em.set_num_threads(args.threads)
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    cases = nn_cases(rng) + layout_cases(rng)
+    demo = demo_case()
+    if demo is not None:
+        cases.append(demo)
+    print(f"threads: {args.threads}; times in ms (best of {args.rounds} alternating rounds); "
+          f"ratios are time ratios, lower is better")
+    print(f"{'case':<46} {'xnnpack':>9} {'ember-cpu':>10} {'torch':>9} {'xnn/torch':>10} {'xnn/cpu':>8}")
+    for name, fns in cases:
+        for fn in fns.values():
+            fn()  # warm up: operator creation, workspaces, caches
+        best = dict.fromkeys(fns, float("inf"))
+        for _ in range(args.rounds):
+            for label, fn in fns.items():
+                best[label] = min(best[label], best_time(fn))
+        cols = [f"{best[k] * 1e3:>9.3f}" if k in best else f"{'-':>9}" for k in ("xnnpack", "ember-cpu", "torch")]
+        vs_torch = f"{best['xnnpack'] / best['torch']:>10.2f}" if "torch" in best else f"{'-':>10}"
+        vs_cpu = f"{best['xnnpack'] / best['ember-cpu']:>8.2f}" if "ember-cpu" in best else f"{'-':>8}"
+        print(f"{name:<46} {cols[0]} {cols[1]:>10} {cols[2]} {vs_torch} {vs_cpu}")
+
+
+if __name__ == "__main__":
+    main()
