@@ -21,7 +21,7 @@ from typing import Any
 
 from ember_core import views
 from ember_core.autograd.grad_mode import MODE, no_grad
-from ember_core.autograd.graph import Node, attach
+from ember_core.autograd.graph import Node, attach, meta_of
 from ember_core.dtypes import GROUPS
 from ember_core.errors import RegistryError
 from ember_core.ops.registry import OpSchema
@@ -310,6 +310,7 @@ class Derivative:
         self.names = [p.name for p in schema.params]
         self.defaults = {p.name: p.default for p in schema.params if not p.required}
         self.tensor_params = [p.name for p in schema.params if p.is_tensor]
+        self.tensor_set = frozenset(self.tensor_params)
         self.list_params = {p.name for p in schema.params if p.is_tensor and ("list" in p.annotation or
                                                                             "Sequence" in p.annotation)}
         self.formulas: dict[str, Any] = {}
@@ -348,6 +349,44 @@ def check_schema(schema: OpSchema) -> None:
 _INEXACT = GROUPS["floating"]  # real and complex floating dtypes: the ones that carry gradients
 
 
+class LayoutOf:
+    """What a view's formula reads of a tensor: its layout, without its data or its graph."""
+
+    __slots__ = ("_device", "_dtype", "_offset", "_shape", "_strides")
+
+    def __init__(self, t: Tensor) -> None:
+        self._shape, self._strides, self._offset, self._dtype, self._device = (
+            t._shape, t._strides, t._offset, t._dtype, t._device)
+
+    shape = property(lambda self: self._shape)
+    ndim = property(lambda self: len(self._shape))
+    dtype = property(lambda self: self._dtype)
+    device = property(lambda self: self._device)
+
+
+def data_alias(t: Tensor) -> Tensor:
+    """The same data with no history and no base (shares the storage and its version counter)."""
+    return Tensor._make(t._storage, t._shape, t._strides, t._offset, t._dtype)
+
+
+def saved_tensor(t: Tensor) -> Tensor:
+    """What a node keeps of an argument: its data and history, not the tensor itself.
+
+    The tensor may later be rebased by an in-place write (its grad_fn, or its base's, replaced by
+    a node downstream of this one): keeping it would make a reference cycle that only the garbage
+    collector frees.  As PyTorch's SavedVariable, keep an alias of the storage with the history
+    the tensor had when it was saved.  Leaves that require grad are kept themselves (their
+    accumulator is their identity)."""
+    if t.grad_fn is None and (t._requires_grad or t._base is None):
+        return t
+    alias = data_alias(t)
+    alias._requires_grad = t._requires_grad
+    alias.grad_fn = t.grad_fn
+    if t._autograd is not None and t._autograd.output_nr:
+        meta_of(alias).output_nr = t._autograd.output_nr
+    return alias
+
+
 class FormulaNode(Node):
     """A registry op's node: evaluates its TOML formulas on the saved arguments."""
 
@@ -358,19 +397,32 @@ class FormulaNode(Node):
         super().__init__(deriv.schema.name, [t for _, _, t in inputs])
         self.deriv = deriv
         self.inputs_order = [(name, i) for name, i, _ in inputs]
-        self.bound = bound
         reads = {n for name, _, _ in inputs for n in deriv.reads[name]}
+        view = deriv.schema.family == "view"  # a view's gradient reads layouts only, never the data
+        keep = LayoutOf if view else saved_tensor
         saved: list[Tensor] = []
-        for n in reads - {"result"}:
-            value = bound.get(n)
-            saved.extend(t for t in (value if n in deriv.list_params else [value]) if isinstance(t, Tensor))
-        self.result_alias = None
+        self.bound = {}
+        for n, value in bound.items():
+            if n in deriv.tensor_set:
+                if n not in reads:
+                    continue
+                if n in deriv.list_params and isinstance(value, (list, tuple)):
+                    value = [keep(t) if isinstance(t, Tensor) else t for t in value]
+                    saved.extend(t for t in value if isinstance(t, Tensor))
+                elif isinstance(value, Tensor):
+                    value = keep(value)
+                    if not view:
+                        saved.append(value)
+            self.bound[n] = value
+        self.result_alias: Any = None
         if "result" in reads and result is not None:
-            # an alias without grad_fn: saving the output itself would make a reference cycle
-            self.result_alias = result._view(result._shape, result._strides, result._offset)
-            saved.append(self.result_alias)
-        self.result_meta = None if result is None else (result._shape, result._dtype)
-        if deriv.schema.family != "view":  # a view's gradient reads layouts only, never the data
+            # an alias without grad_fn or a reference to the output (result -> node -> result would
+            # be a reference cycle, freed only by the garbage collector)
+            self.result_alias = LayoutOf(result) if view else data_alias(result)
+            if not view:
+                saved.append(self.result_alias)
+        self.result_meta = None if result is None else (result._shape, result._dtype, result._device)
+        if saved:
             self.save(saved)
 
     def backward(self, grads: list[Tensor | None]) -> list[Any]:
@@ -378,8 +430,8 @@ class FormulaNode(Node):
         if grad is None:
             from ember_core.creation import zeros
 
-            shape, dtype = self.result_meta
-            grad = zeros(shape, dtype=dtype, device=self._device_of_inputs())
+            shape, dtype, device = self.result_meta
+            grad = zeros(shape, dtype=dtype, device=device)
         scope = dict(self.bound)
         for name in self.deriv.tensor_params:  # a Python scalar operand joins the math as a 0-d tensor
             value = scope.get(name)
@@ -390,7 +442,7 @@ class FormulaNode(Node):
         scope["grad"] = grad
         if self.result_alias is not None:
             result = self.result_alias
-            if MODE.enabled:  # create_graph: the result is differentiable again, through this node
+            if MODE.enabled and isinstance(result, Tensor):  # create_graph: differentiable again, through this node
                 result = result._view(result._shape, result._strides, result._offset)
                 attach([result], self)
             scope["result"] = result
@@ -406,12 +458,6 @@ class FormulaNode(Node):
             value = cache[name]
             out.append(value[index] if index >= 0 else value)
         return out
-
-    def _device_of_inputs(self) -> Any:
-        for v in self.bound.values():
-            if isinstance(v, Tensor):
-                return v._device
-        return None
 
     def release(self) -> None:
         super().release()
@@ -455,6 +501,7 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
     check_schema(schema)
     if schema.derivatives:
         deriv = Derivative(schema)
+        is_view = schema.family == "view"
 
         def recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             MODE.enabled = False
@@ -470,6 +517,8 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
             inputs = _grad_inputs(deriv, bound)
             if inputs:
                 attach([result], FormulaNode(deriv, bound, inputs, result))
+                if is_view and result._base is not None:  # see graph.edge_of: in-place writes make views stale
+                    meta_of(result).view_version = result._storage.version
             return result
     elif composite is not None:
         def recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

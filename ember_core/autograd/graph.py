@@ -106,15 +106,18 @@ def _freed(grads: list[Tensor | None]) -> list[Any]:  # pragma: no cover - check
 # ---- per-tensor autograd state ------------------------------------------------------------------
 
 class TensorMeta:
-    """What a few tensors need beyond grad_fn: output index, hooks, retain_grad, accumulator."""
+    """What a few tensors need beyond grad_fn: output index, hooks, retain_grad, accumulator, and
+    for a recorded view the storage version its grad_fn describes (an in-place write to the
+    storage after that makes the view's history stale: see ``edge_of``)."""
 
-    __slots__ = ("accumulator", "hooks", "output_nr", "retains_grad")
+    __slots__ = ("accumulator", "hooks", "output_nr", "retains_grad", "view_version")
 
     def __init__(self) -> None:
         self.output_nr = 0
         self.retains_grad = False
         self.hooks: list[Callable[[Tensor], Tensor | None]] = []
         self.accumulator: weakref.ref[AccumulateGrad] | None = None
+        self.view_version: int | None = None
 
 
 def meta_of(t: Tensor) -> TensorMeta:
@@ -139,7 +142,16 @@ def edge_of(t: Tensor | None) -> Edge | None:
     if t is None or not t._requires_grad:
         return None
     if t.grad_fn is not None:
-        return (t.grad_fn, 0 if t._autograd is None else t._autograd.output_nr)
+        m = t._autograd
+        if m is None:
+            return (t.grad_fn, 0)
+        if m.view_version is not None and m.view_version != t._storage.version:
+            # the storage was written in place since this view was taken: its values now come from
+            # the writer's history, so the view's gradient goes through its base's current grad_fn
+            from ember_core.autograd.storage_grad import regenerate_view
+
+            regenerate_view(t)
+        return (t.grad_fn, m.output_nr)
     return (accumulator(t), 0)
 
 

@@ -109,6 +109,18 @@ def rebase(dst: Tensor, src: Tensor, region: Tensor | None = None) -> None:
 
     attach([base], FunctionNode("CopySlices", [base if base._requires_grad else None, src], backward))
     if dst is not base:
-        dst_pos = positions(layout(dst), n, device)
-        attach([dst], FunctionNode("AsStrided", [base], lambda grads: [gather(scatter(grads[0], dst_pos, n),
-                                                                              base_pos)]))
+        regenerate_view(dst)
+
+
+def regenerate_view(view: Tensor) -> None:
+    """Make ``view``'s history a gather from its base's current history (after an in-place write
+    to their storage), and remember the storage version that history describes."""
+    from ember_core.autograd.graph import meta_of
+
+    base = view._base
+    n = _extent(layout(base), layout(view))
+    base_pos = positions(layout(base), n, base._device)
+    view_pos = positions(layout(view), n, base._device)
+    attach([view], FunctionNode("AsStrided", [base], lambda grads: [gather(scatter(grads[0], view_pos, n),
+                                                                           base_pos)]))
+    meta_of(view).view_version = view._storage.version
