@@ -1,0 +1,69 @@
+"""ember-vulkan against ember-cpu, the same ops in the same process: the rows of bench_core.py.
+
+Run: ``python bench/bench_vulkan.py`` (needs ember-vulkan and a Vulkan device; CI uses Mesa's
+lavapipe, a CPU rasterizer, where the ratios say what the Vulkan path costs, not GPU speed).
+Every vulkan call ends with ``synchronize``, so a row times the submission and the wait as well
+as the kernel: the ``a + b`` row is the cost of one recorded, submitted and awaited op.
+Prints the best time of each (alternating rounds) and the ratio vulkan / cpu (lower is better).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+
+import numpy as np
+from bench_core import timeit
+
+import ember_core as em
+
+
+def cases(n_add: int, n_mm: int) -> list[tuple[str, str, dict[str, Callable[[], object]], float]]:
+    """(name, unit, {device: fn}, work) where work converts seconds into the unit (negative: a rate)."""
+    vulkan = em.as_device("vulkan:0")
+    sync = vulkan.backend.hooks["ember_synchronize"]
+    rng = np.random.default_rng(0)
+
+    def pair(arr: np.ndarray) -> dict[str, em.Tensor]:
+        return {"cpu": em.asarray(arr, device="cpu"), "vulkan": em.asarray(arr, device=vulkan)}
+
+    def on_both(op: Callable[[em.Tensor], object], data: dict[str, em.Tensor]) -> dict[str, Callable[[], object]]:
+        def run_vulkan() -> None:
+            op(data["vulkan"])
+            sync(vulkan)
+
+        return {"cpu": lambda: op(data["cpu"]), "vulkan": run_vulkan}
+
+    small = pair(rng.standard_normal(16).astype(np.float32))
+    big_np = rng.standard_normal(n_add).astype(np.float32)
+    big = pair(big_np)
+    mat = pair(rng.standard_normal((n_mm, n_mm)).astype(np.float32))
+    return [
+        ("a + b, 16 float32 (per-op submit)", "us", on_both(lambda x: x + x, small), 1e6),
+        (f"add, {n_add >> 20}M float32", "GB/s", on_both(lambda x: x + x, big), -3 * big_np.nbytes / 1e9),
+        (f"sum, {n_add >> 20}M float32", "GB/s", on_both(em.sum, big), -big_np.nbytes / 1e9),
+        (f"matmul {n_mm}^3 float32", "GFLOP/s", on_both(lambda x: x @ x, mat), -2 * n_mm**3 / 1e9),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=2, help="alternating measurement rounds per case")
+    parser.add_argument("--add-elements", type=int, default=16 << 20)
+    parser.add_argument("--matmul-size", type=int, default=1024)
+    args = parser.parse_args()
+    props = em.as_device("vulkan:0").backend.hooks["ember_device_properties"](em.as_device("vulkan:0"))
+    print(f"vulkan:0 = {props['name']} ({props['type']}), VK_DRIVER_FILES={os.environ.get('VK_DRIVER_FILES', '-')}")
+    print(f"{'case':36} {'unit':8} {'cpu':>10} {'vulkan':>10} {'vulkan/cpu time':>16}")
+    for name, unit, fns, work in cases(args.add_elements, args.matmul_size):
+        times: dict[str, float] = {}
+        for _ in range(args.rounds):  # alternate devices so that a noisy moment hits both
+            for device, fn in fns.items():
+                times[device] = min(times.get(device, float("inf")), timeit(fn))
+        shown = {k: f"{t * work if work > 0 else -work / t:10.2f}" for k, t in times.items()}
+        print(f"{name:36} {unit:8} {shown['cpu']} {shown['vulkan']} {times['vulkan'] / times['cpu']:16.1f}")
+
+
+if __name__ == "__main__":
+    main()
