@@ -116,19 +116,29 @@ def _run(roots: list[Edge], grads: list[Tensor], retain_graph: bool, create_grap
                 _accumulate(node, buf[0], create_graph)
             continue
         node.check_saved()
-        input_grads = node.backward(buf) if any(g is not None for g in buf) else [None] * len(node.next)
+        delivered = buf[0] is not None if len(buf) == 1 else any(g is not None for g in buf)
+        input_grads = node.backward(buf) if delivered else [None] * len(node.next)
         if not retain_graph:
             node.release()
         for edge, meta, g in zip(node.next, node.meta, input_grads):
             if edge is None:
                 continue
-            nxt = edge[0]
+            nxt, nr = edge
             if g is not None:
-                deliver(edge, fit_gradient(g, *meta))
+                if g._shape != meta[0] or g._dtype is not meta[1]:
+                    g = fit_gradient(g, *meta)
+                into = buffers.get(nxt)
+                if into is None:
+                    into = buffers[nxt] = [None] * (nr + 1)
+                elif len(into) <= nr:
+                    into.extend([None] * (nr + 1 - len(into)))
+                previous = into[nr]
+                into[nr] = g if previous is None else previous + g
             elif nxt not in buffers:
                 buffers[nxt] = [None]
-            deps[nxt] -= 1
-            if deps[nxt] == 0:
+            left = deps[nxt] - 1
+            deps[nxt] = left
+            if not left:
                 ready.append(nxt)
     return captured if capture is not None else None
 

@@ -311,6 +311,8 @@ class Derivative:
         self.defaults = {p.name: p.default for p in schema.params if not p.required}
         self.tensor_params = [p.name for p in schema.params if p.is_tensor]
         self.tensor_set = frozenset(self.tensor_params)
+        self.name = schema.name
+        self.is_view = schema.family == "view"
         self.list_params = {p.name for p in schema.params if p.is_tensor and ("list" in p.annotation or
                                                                             "Sequence" in p.annotation)}
         self.formulas: dict[str, Any] = {}
@@ -324,6 +326,16 @@ class Derivative:
         # per input: the tensors its formula reads (saved only when that input needs a gradient)
         self.reads = {name: [n for n in self.tensor_params if n in code.co_names] + (
             ["result"] if "result" in code.co_names else []) for name, code in self.formulas.items()}
+        self._plans: dict[tuple[str, ...], tuple[frozenset[str], bool]] = {}
+
+    def plan(self, wanted: tuple[str, ...]) -> tuple[frozenset[str], bool]:
+        """For the inputs that need a gradient: the tensor arguments their formulas read, and
+        whether they read the result (cached: an op meets few combinations)."""
+        found = self._plans.get(wanted)
+        if found is None:
+            reads = {n for name in wanted for n in self.reads[name]}
+            found = self._plans[wanted] = (frozenset(reads - {"result"}), "result" in reads)
+        return found
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         bound = dict(self.defaults)
@@ -349,6 +361,24 @@ def check_schema(schema: OpSchema) -> None:
 _INEXACT = GROUPS["floating"]  # real and complex floating dtypes: the ones that carry gradients
 
 
+_SCALARS: dict[tuple[Any, ...], Tensor] = {}
+
+
+def scalar_tensor(value: int | float | complex, dtype: Any, device: Any) -> Tensor:
+    """A 0-d constant for a Python scalar operand, made once per (value, dtype, device): formulas
+    only read their operands, and creating a tensor costs more than the math on it."""
+    key = (value.__class__, value, dtype, device)
+    t = _SCALARS.get(key)
+    if t is None:
+        from ember_core.creation import full
+
+        with no_grad():
+            t = full((), value, dtype=dtype, device=device)
+        if len(_SCALARS) < 1024:
+            _SCALARS[key] = t
+    return t
+
+
 class LayoutOf:
     """What a view's formula reads of a tensor: its layout, without its data or its graph."""
 
@@ -366,7 +396,10 @@ class LayoutOf:
 
 def data_alias(t: Tensor) -> Tensor:
     """The same data with no history and no base (shares the storage and its version counter)."""
-    return Tensor._make(t._storage, t._shape, t._strides, t._offset, t._dtype)
+    alias = Tensor._make_contiguous(t._storage, t._shape, t._strides, t._numel, t._dtype)
+    alias._offset = t._offset
+    alias._contig = t._contig
+    return alias
 
 
 def saved_tensor(t: Tensor) -> Tensor:
@@ -393,36 +426,36 @@ class FormulaNode(Node):
     __slots__ = ("bound", "deriv", "inputs_order", "result_alias", "result_meta")
 
     def __init__(self, deriv: Derivative, bound: dict[str, Any], inputs: list[tuple[str, int, Tensor]],
-                 result: Tensor | None) -> None:
-        super().__init__(deriv.schema.name, [t for _, _, t in inputs])
+                 result: Tensor) -> None:
+        super().__init__(deriv.name, [t for _, _, t in inputs])
         self.deriv = deriv
         self.inputs_order = [(name, i) for name, i, _ in inputs]
-        reads = {n for name, _, _ in inputs for n in deriv.reads[name]}
-        view = deriv.schema.family == "view"  # a view's gradient reads layouts only, never the data
+        reads, reads_result = deriv.plan(tuple([name for name, _, _ in inputs]))
+        view = deriv.is_view  # a view's gradient reads layouts only, never the data
         keep = LayoutOf if view else saved_tensor
         saved: list[Tensor] = []
-        self.bound = {}
+        kept = {}
+        tensor_set = deriv.tensor_set
         for n, value in bound.items():
-            if n in deriv.tensor_set:
+            if n in tensor_set:
                 if n not in reads:
                     continue
-                if n in deriv.list_params and isinstance(value, (list, tuple)):
-                    value = [keep(t) if isinstance(t, Tensor) else t for t in value]
-                    saved.extend(t for t in value if isinstance(t, Tensor))
-                elif isinstance(value, Tensor):
+                if value.__class__ is Tensor:
                     value = keep(value)
-                    if not view:
-                        saved.append(value)
-            self.bound[n] = value
+                    saved.append(value)
+                elif n in deriv.list_params and isinstance(value, (list, tuple)):
+                    value = [keep(t) if isinstance(t, Tensor) else t for t in value]
+                    saved.extend([t for t in value if isinstance(t, Tensor)])
+            kept[n] = value
+        self.bound = kept
         self.result_alias: Any = None
-        if "result" in reads and result is not None:
+        if reads_result:
             # an alias without grad_fn or a reference to the output (result -> node -> result would
             # be a reference cycle, freed only by the garbage collector)
             self.result_alias = LayoutOf(result) if view else data_alias(result)
-            if not view:
-                saved.append(self.result_alias)
-        self.result_meta = None if result is None else (result._shape, result._dtype, result._device)
-        if saved:
+            saved.append(self.result_alias)
+        self.result_meta = (result._shape, result._dtype, result._device)
+        if saved and not view:
             self.save(saved)
 
     def backward(self, grads: list[Tensor | None]) -> list[Any]:
@@ -435,10 +468,8 @@ class FormulaNode(Node):
         scope = dict(self.bound)
         for name in self.deriv.tensor_params:  # a Python scalar operand joins the math as a 0-d tensor
             value = scope.get(name)
-            if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
-                from ember_core.creation import full
-
-                scope[name] = full((), value, dtype=grad._dtype, device=grad._device)
+            if value.__class__ in (int, float, complex):
+                scope[name] = scalar_tensor(value, grad._dtype, grad._device)
         scope["grad"] = grad
         if self.result_alias is not None:
             result = self.result_alias

@@ -27,9 +27,9 @@ class Node:
 
     def __init__(self, name: str, inputs: list[Tensor | None]) -> None:
         self.name = name
-        self.next: tuple[Edge | None, ...] = tuple(edge_of(t) for t in inputs)
+        self.next: tuple[Edge | None, ...] = tuple([edge_of(t) for t in inputs])
         # (shape, dtype) per input: gradients are summed to the input's shape and cast to its dtype
-        self.meta = tuple(None if t is None else (t._shape, t._dtype) for t in inputs)
+        self.meta = tuple([None if t is None else (t._shape, t._dtype) for t in inputs])
         self.pre_hooks: dict[int, list[Callable[[Tensor], Tensor | None]]] | None = None
         self.retained: list[tuple[int, weakref.ref[Tensor]]] | None = None
         self.saved_versions: tuple[tuple[Tensor, int], ...] = ()
@@ -37,7 +37,7 @@ class Node:
 
     def save(self, tensors: list[Tensor]) -> None:
         """Remember the versions of what backward will read, to catch in-place changes."""
-        self.saved_versions = tuple((t, t._storage.version) for t in tensors)
+        self.saved_versions = tuple([(t, t._storage.version) for t in tensors])
 
     def check_saved(self) -> None:
         if self.released:
