@@ -87,9 +87,10 @@ def test_no_input_channels_is_declined_and_answered_with_the_bias(rng):
 @pytest.mark.parametrize(("shape", "where"), [((1, 2, 5, 5), (0, 1, 2, 2)),  # scalar transpose edges
                                                ((2, 16, 9, 9), (1, 3, 2, 5)),  # inside an 8x8 register block
                                                ((2, 16, 9, 9), (0, 15, 8, 8))])  # the last element
-@pytest.mark.parametrize("special", [np.nan, np.inf])
-def test_non_finite_input_is_declined_and_propagates(rng, shape, where, special):
-    """XNNPACK's output clamps turn NaN into -inf: such calls go to the next provider."""
+@pytest.mark.parametrize("special", [np.nan, np.inf, 1e-39])
+def test_special_input_values_are_declined_and_kept(rng, shape, where, special):
+    """XNNPACK's output clamps turn NaN into -inf and it flushes subnormals to zero: calls with
+    such inputs go to the next provider."""
     x = rng.standard_normal(shape).astype(np.float32)
     x[where] = special
     wt = rng.standard_normal((3, shape[1], 3, 3)).astype(np.float32)
@@ -99,6 +100,16 @@ def test_non_finite_input_is_declined_and_propagates(rng, shape, where, special)
         expected = ref.conv2d(x, wt, None, padding=(1, 1))
     np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(expected))
     np.testing.assert_array_equal(np.isinf(out.numpy()), np.isinf(expected))
+    ordinary = np.isfinite(expected)
+    ref.assert_close_dot(out.numpy()[ordinary], expected[ordinary],
+                         ref.magnitude_conv2d(np.nan_to_num(x, posinf=0), wt, None, padding=(1, 1))[ordinary])
+
+
+def test_subnormal_weights_are_declined(rng):
+    x = np.ones((1, 1, 3, 3), np.float32)
+    out, providers = traced(em.conv2d, em.asarray(x), em.asarray(np.full((1, 1, 1, 1), 1e-40, np.float32)))
+    assert "xnnpack" not in served_by(providers, "conv2d")
+    np.testing.assert_array_equal(out.numpy(), np.full((1, 1, 3, 3), 1e-40, np.float32))
 
 
 def test_non_finite_weights_are_declined(rng):

@@ -41,6 +41,18 @@ def test_input_ending_at_a_page_boundary_is_read_safely(rng):
     ref.assert_close_dot(out.numpy(), ref.linear(x, w, None), ref.linear(np.abs(x), np.abs(w), None))
 
 
+@pytest.mark.parametrize("special", [np.nan, -np.inf, 1e-41])
+def test_special_values_are_declined(rng, special):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    x[2, 3] = special
+    w = rng.standard_normal((3, 6)).astype(np.float32)
+    out, providers = traced(em.linear, em.asarray(x), em.asarray(w))
+    assert "xnnpack" not in served_by(providers, "linear")
+    expected = np.einsum("mk,nk->mn", x.astype(np.float64), w.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(out.numpy()), np.isinf(expected))
+
+
 def test_float64_goes_to_the_next_provider(rng):
     x, w = rng.standard_normal((4, 6)), rng.standard_normal((3, 6))
     out, providers = traced(em.linear, em.asarray(x), em.asarray(w))

@@ -69,3 +69,19 @@ def test_build_without_the_debian_packages_names_them(tmp_path):
                             text=True, cwd=tmp_path)
     assert result.returncode != 0
     assert "apt-get install -y libxnnpack-dev libpthreadpool-dev" in result.stderr
+
+
+def test_concurrent_calls_from_python_threads_are_serialised_correctly(rng):
+    """Operators and the layout workspace are shared: every native call runs under one lock."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs = [rng.standard_normal((2, 8, 12, 12)).astype(np.float32) for _ in range(4)]
+    w = em.asarray(rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
+    expected = [em.conv2d(em.asarray(x), w, padding=1).numpy().copy() for x in inputs]
+
+    def work(i):
+        return all(np.array_equal(em.conv2d(em.asarray(inputs[i]), w, padding=1).numpy(), expected[i])
+                   for _ in range(20))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(4)))

@@ -4,7 +4,8 @@ Each kernel checks, in Python and before any native call, that it can take the c
 float32, C-contiguous operands, parameters XNNPACK implements with ember's semantics.  Anything
 else returns ``NotImplemented`` and the core runs the next provider (ember-cpu, or the op's
 composite), so a call is never answered wrongly.  The C layer declines the same way when an input
-or weight holds NaN or an infinity (XNNPACK's output clamps turn NaN into -inf).  Shapes that
+or weight holds NaN or an infinity (XNNPACK's output clamps turn NaN into -inf) or a subnormal
+(XNNPACK runs with denormals flushed to zero).  Shapes that
 contradict the op (a core bug) raise ``ShapeError``.
 
 Elementwise ops (relu, sigmoid, add, multiply, clamp) are not served: XNNPACK's versions lose NaN
@@ -29,8 +30,8 @@ _CLAMPS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf)}  # activation -
 
 
 class _Refused(Exception):
-    """XNNPACK rejected an operator's parameters, or its weights are not finite: the call goes to
-    the next provider."""
+    """XNNPACK rejected an operator's parameters, or its weights hold special values (NaN,
+    infinities, subnormals): the call goes to the next provider."""
 
 
 def _nothing_to_do(out: Any) -> bool:
@@ -68,7 +69,7 @@ def _bias_args(bias: Any) -> tuple[Any, int]:
 def _run(params: Any, weights: tuple[Any, ...], create: Callable[[Any], int], run: Callable[[Any, Any], int],
          what: str) -> Any:
     """Look up (or create) the cached operator, then run it; NotImplemented if XNNPACK refused the
-    parameters or an input is not finite."""
+    parameters or an input holds special values."""
     with runtime.LOCK:
         pool = runtime.pool()
         try:
@@ -76,7 +77,7 @@ def _run(params: Any, weights: tuple[Any, ...], create: Callable[[Any], int], ru
         except _Refused:
             return NotImplemented
         status = run(op, pool)
-    if status == lib.EXN_STATUS_NONFINITE:
+    if status == lib.EXN_STATUS_SPECIAL_VALUES:
         return NotImplemented
     runtime.check(status, what)
     return None

@@ -14,8 +14,8 @@ LOCK = threading.Lock()
 
 _STATUS_NAMES = {1: "uninitialized", 2: "invalid parameter", 3: "invalid state", 4: "unsupported parameter",
                  5: "unsupported hardware", 6: "out of memory"}
-# create statuses that send the call to the next provider: parameters XNNPACK rejects, non-finite weights
-DECLINED = (lib.EXN_STATUS_INVALID_PARAMETER, lib.EXN_STATUS_UNSUPPORTED_PARAMETER, lib.EXN_STATUS_NONFINITE)
+# create statuses that send the call to the next provider: parameters XNNPACK rejects, special weights
+DECLINED = (lib.EXN_STATUS_INVALID_PARAMETER, lib.EXN_STATUS_UNSUPPORTED_PARAMETER, lib.EXN_STATUS_SPECIAL_VALUES)
 
 
 def _default_threads() -> int:

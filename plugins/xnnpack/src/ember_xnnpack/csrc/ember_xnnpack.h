@@ -7,8 +7,9 @@
  *   - float32 only, every tensor C-contiguous;
  *   - calls are serialised by the caller (one lock): the layout workspace below is shared.
  * Every function returns 0, an xnn_status code (EXN_STATUS_OUT_OF_MEMORY also for the workspace),
- * or EXN_STATUS_NONFINITE: an input or weight holds NaN or an infinity, which XNNPACK's output
- * clamps would turn into -inf/+inf, so the caller must compute this call elsewhere.
+ * or EXN_STATUS_SPECIAL_VALUES: an input or weight holds NaN or an infinity (XNNPACK's output
+ * clamps turn NaN into -inf/+inf) or a subnormal (XNNPACK flushes them to zero), so the caller
+ * must compute this call elsewhere.
  */
 #ifndef EMBER_XNNPACK_H
 #define EMBER_XNNPACK_H
@@ -19,7 +20,7 @@
 #define EXN_STATUS_OUT_OF_MEMORY 6
 #define EXN_STATUS_INVALID_PARAMETER 2
 #define EXN_STATUS_UNSUPPORTED_PARAMETER 4
-#define EXN_STATUS_NONFINITE 100
+#define EXN_STATUS_SPECIAL_VALUES 100
 
 /* pooling kinds */
 #define EXN_MAX_POOL 0
@@ -33,7 +34,7 @@ void exn_release_workspace(void);
 size_t exn_workspace_bytes(void);
 
 /* dst[b][j][i] = src[b][i][j] for b < batch, i < rows, j < cols, on the pool (NCHW <-> NHWC).
- * With `check`, returns 0 when src holds a NaN or an infinity (1 otherwise, always 1 without). */
+ * With `check`, returns 0 when src holds a special value (1 otherwise, always 1 without). */
 int exn_transpose(void *pool, const float *src, float *dst, size_t batch, size_t rows, size_t cols, int check);
 
 /* weight: (out_channels, group_input_channels, kh, kw) OIHW; bias: (out_channels) or NULL. */

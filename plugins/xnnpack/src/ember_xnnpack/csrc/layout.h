@@ -15,7 +15,7 @@ float *exn_workspace(int slot, size_t count);
 /* `x` itself when XNNPACK may over-read it safely, else a copy in `slot` (NULL: out of memory). */
 const float *exn_readable_input(const float *x, size_t count, int slot);
 
-/* 1 when x[0..n) is all finite (no NaN, no infinity), scanned on the pool. */
-int exn_all_finite(void *pool, const float *x, size_t n);
+/* 1 when x[0..n) holds no special value (NaN, infinity, subnormal), scanned on the pool. */
+int exn_all_ordinary(void *pool, const float *x, size_t n);
 
 #endif /* EMBER_XNNPACK_LAYOUT_H */

@@ -74,24 +74,24 @@ static int run(xnn_operator_t op, void *pool, enum xnn_status setup_status) {
     return setup_status != xnn_status_success ? (int)setup_status : (int)xnn_run_operator(op, (pthreadpool_t)pool);
 }
 
-static int weights_finite(const float *weight, size_t count, const float *bias, size_t bias_count) {
-    return exn_all_finite(NULL, weight, count) && (!bias || exn_all_finite(NULL, bias, bias_count));
+static int weights_ordinary(const float *weight, size_t count, const float *bias, size_t bias_count) {
+    return exn_all_ordinary(NULL, weight, count) && (!bias || exn_all_ordinary(NULL, bias, bias_count));
 }
 
-/* The NHWC form of an NCHW input, checked to be finite: the tensor itself when one dim of the
+/* The NHWC form of an NCHW input, checked for special values (NaN, infinities, subnormals): the tensor itself when one dim of the
  * pair is 1, else a transposed copy in the workspace.  NULL with *status set otherwise. */
 static const float *to_nhwc(void *pool, const float *x, size_t n, size_t c, size_t hw, int *status) {
     const float *nhwc;
-    int finite;
+    int ordinary;
     if (c == 1 || hw == 1) {
         nhwc = exn_readable_input(x, n * c * hw, EXN_WS_INPUT);
-        finite = nhwc && exn_all_finite(pool, x, n * c * hw);
+        ordinary = nhwc && exn_all_ordinary(pool, x, n * c * hw);
     } else {
         float *copy = exn_workspace(EXN_WS_INPUT, n * c * hw);
-        finite = copy && exn_transpose(pool, x, copy, n, c, hw, 1);
+        ordinary = copy && exn_transpose(pool, x, copy, n, c, hw, 1);
         nhwc = copy;
     }
-    *status = !nhwc ? EXN_STATUS_OUT_OF_MEMORY : !finite ? EXN_STATUS_NONFINITE : 0;
+    *status = !nhwc ? EXN_STATUS_OUT_OF_MEMORY : !ordinary ? EXN_STATUS_SPECIAL_VALUES : 0;
     return *status ? NULL : nhwc;
 }
 
@@ -113,8 +113,8 @@ int exn_conv2d_create(const void *weight, int64_t weight_offset, const void *bia
     size_t out_channels = (size_t)groups * group_output_channels;
     size_t taps = (size_t)kernel_h * kernel_w;
     const float *b = bias ? F32(bias, bias_offset) : NULL;
-    if (!weights_finite(F32(weight, weight_offset), out_channels * group_input_channels * taps, b, out_channels))
-        return EXN_STATUS_NONFINITE;
+    if (!weights_ordinary(F32(weight, weight_offset), out_channels * group_input_channels * taps, b, out_channels))
+        return EXN_STATUS_SPECIAL_VALUES;
     /* OIHW -> XNNPACK's [groups][group_output_channels][kh][kw][group_input_channels] = OHWI */
     float *ohwi = malloc(out_channels * taps * group_input_channels * sizeof(float) + 1);
     if (!ohwi) return EXN_STATUS_OUT_OF_MEMORY;
@@ -148,7 +148,7 @@ int exn_conv2d_input_grad_create(const void *weight, int64_t weight_offset, uint
                                  uint32_t dilation_w, uint32_t pad_h, uint32_t pad_w, void **op_out) {
     size_t per_group = (size_t)group_input_channels * kernel_h * kernel_w;
     size_t count = (size_t)groups * group_output_channels * per_group;
-    if (!weights_finite(F32(weight, weight_offset), count, NULL, 0)) return EXN_STATUS_NONFINITE;
+    if (!weights_ordinary(F32(weight, weight_offset), count, NULL, 0)) return EXN_STATUS_SPECIAL_VALUES;
     /* The deconvolution maps the conv's outputs back to its inputs: per group, OIHW
      * (group_output_channels, per_group) -> [group_input_channels][kh][kw][group_output_channels]. */
     float *packed = malloc(count * sizeof(float) + 1);
@@ -196,7 +196,7 @@ int exn_linear_create(size_t in_features, size_t out_features, const void *weigh
                       const void *bias, int64_t bias_offset, float output_min, float output_max, void **op_out) {
     const float *w = F32(weight, weight_offset);
     const float *b = bias ? F32(bias, bias_offset) : NULL;
-    if (!weights_finite(w, in_features * out_features, b, out_features)) return EXN_STATUS_NONFINITE;
+    if (!weights_ordinary(w, in_features * out_features, b, out_features)) return EXN_STATUS_SPECIAL_VALUES;
     size_t block = linear_block(in_features, out_features);
     exn_op *op = op_alloc((out_features + block - 1) / block, block);
     if (!op) return EXN_STATUS_OUT_OF_MEMORY;
@@ -236,7 +236,7 @@ int exn_linear_run(void *handle, void *pool, size_t rows, size_t in_features, si
                    int64_t x_offset, void *out, int64_t out_offset) {
     exn_op *op = handle;
     pool = pool_for(pool, rows * in_features * out_features);
-    if (!exn_all_finite(pool, F32(x, x_offset), rows * in_features)) return EXN_STATUS_NONFINITE;
+    if (!exn_all_ordinary(pool, F32(x, x_offset), rows * in_features)) return EXN_STATUS_SPECIAL_VALUES;
     const float *input = exn_readable_input(F32(x, x_offset), rows * in_features, EXN_WS_PAD);
     if (!input) return EXN_STATUS_OUT_OF_MEMORY;
     if (op->count == 1)
