@@ -63,7 +63,13 @@ def _result_type(*args: Any) -> Any:
     return result_type(*args)
 
 
-_EXPRESSION_GLOBALS: dict[str, Any] = {"__builtins__": {}, "result_type": _result_type}
+def _dtypes_by_name() -> dict[str, Any]:
+    from ember_core.dtypes import BY_NAME
+
+    return dict(BY_NAME)
+
+
+_EXPRESSION_GLOBALS: dict[str, Any] = {"__builtins__": {}, "result_type": _result_type, **_dtypes_by_name()}
 namespace = _Namespace()
 
 
