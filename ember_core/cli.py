@@ -87,14 +87,26 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from ember_core.demo import run_demo
+
+    epochs = {} if args.epochs is None else {"epochs": args.epochs}
+    result = run_demo(device=args.device, seed=args.seed, **epochs)
+    return 0 if result["test_accuracy"] >= result["target_accuracy"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ember", description="Ember: backends, checks and the demo.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("backends", help="list plugins, devices, providers and broken plugins with reasons")
     doctor = sub.add_parser("doctor", help="run a small computation on every device: PASS or FAIL with the cause")
     doctor.add_argument("-v", "--verbose", action="store_true", help="print tracebacks of failures")
+    demo = sub.add_parser("demo", help="train a small CNN on scikit-learn's digits; report accuracy and providers")
+    demo.add_argument("--device", help="device to train on, e.g. cpu or vulkan:0 (default: the best available)")
+    demo.add_argument("--epochs", type=int, default=None, help="training epochs (default: 10)")
+    demo.add_argument("--seed", type=int, default=0, help="seed for the weights, the split and the shuffling")
     args = parser.parse_args(argv)
-    return {"backends": _backends, "doctor": _doctor}[args.command](args)
+    return {"backends": _backends, "doctor": _doctor, "demo": _demo}[args.command](args)
 
 
 if __name__ == "__main__":
