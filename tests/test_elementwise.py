@@ -160,6 +160,7 @@ def _sign_float(x: np.ndarray) -> np.ndarray:
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 UNARY_FLOAT = {
     "abs": np.abs, "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
@@ -168,7 +169,7 @@ UNARY_FLOAT = {
     "isinf": np.isinf, "isnan": np.isnan, "log": np.log, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
     "negative": np.negative, "positive": np.positive, "real": np.real, "round": np.round, "sign": _sign_float,
     "signbit": np.signbit, "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "square": np.square, "tan": np.tan,
-    "tanh": np.tanh, "trunc": np.trunc, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf,
+    "tanh": np.tanh, "trunc": np.trunc, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf, "erfc": _erfc,
     "reciprocal": lambda x: 1 / x,
 }
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def _sort(x: np.ndarray, *, axis: int = -1, descending: bool = False, stable: bool = True) -> np.ndarray:
@@ -92,7 +93,7 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "log2": np.log2, "log10": np.log10, "logical_not": np.logical_not, "negative": np.negative,
     "positive": np.positive, "real": np.real, "round": np.round, "sign": np.sign, "signbit": np.signbit,
     "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "square": np.square, "tan": np.tan, "tanh": np.tanh,
-    "trunc": np.trunc, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": _erf, "reciprocal": lambda x: 1.0 / x,
+    "trunc": np.trunc, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": _erf, "erfc": _erfc, "reciprocal": lambda x: 1.0 / x,
     # elementwise, binary
     "add": np.add, "atan2": np.arctan2, "bitwise_and": np.bitwise_and, "bitwise_left_shift": np.left_shift,
     "bitwise_or": np.bitwise_or, "bitwise_right_shift": np.right_shift, "bitwise_xor": np.bitwise_xor,
@@ -217,7 +218,7 @@ def _activation(out: np.ndarray, activation: str | None) -> np.ndarray:
 
 
 REFERENCES.update({
-    "gelu": lambda x: x * 0.5 * (1 + _erf(x / math.sqrt(2))), "silu": lambda x: x / (1 + np.exp(-x)),
+    "gelu": lambda x: x * 0.5 * _erfc(-x / math.sqrt(2)), "silu": lambda x: x / (1 + np.exp(-x)),
     "softmax": _softmax,
     "log_softmax": lambda x, axis=-1: x - x.max(axis=axis, keepdims=True) - np.log(
         np.exp(x - x.max(axis=axis, keepdims=True)).sum(axis=axis, keepdims=True)),
