@@ -204,6 +204,8 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None, 
 
 def _indexed_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,
                   smoothing: float) -> Tensor:
+    """sum_c -log_probs[i, c] * coef[i, c], where coef puts (1 - s) + s/C on the target class and
+    s/C elsewhere, scaled by the class weights, and 0 on ignored rows: one product and one sum."""
     _check_reduction(reduction)
     if target.dtype.kind not in "iu":
         raise DTypeError(f"class-index targets must be integers, got {target.dtype.name}")
@@ -214,25 +216,39 @@ def _indexed_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None, igno
     if target.shape != expected:
         raise ShapeError(f"target shape {target.shape} does not fit input of shape {log_probs.shape} "
                          f"(expected {expected})")
-    batch_shape = target.shape
     flat_lp, flat_target = _classes_last(log_probs), target.reshape(-1)
-    valid = flat_target != ignore_index
-    if not em.all(~valid | ((flat_target >= 0) & (flat_target < n_classes))):
-        raise em.IndexOutOfRangeError(f"targets must be class indices in [0, {n_classes}) or ignore_index "
-                                      f"({ignore_index})")
-    picked = em.astype(em.expand_dims(flat_target, axis=-1) == em.arange(n_classes, device=target.device),
-                       flat_lp.dtype)
-    if weight is not None:
-        picked = picked * weight
-    loss = -em.sum(flat_lp * picked, axis=-1)  # weight[target] * -log p[target]
-    target_weight = em.sum(picked, axis=-1)
+    valid = _valid_targets(flat_target, n_classes, ignore_index)
+    is_target = em.expand_dims(flat_target, axis=-1) == em.arange(n_classes, device=target.device)
+    coef = em.astype(is_target, flat_lp.dtype)
     if smoothing:
-        spread = -em.sum(flat_lp if weight is None else flat_lp * weight, axis=-1) / n_classes
-        loss = loss * (1.0 - smoothing) + spread * smoothing
-    loss = em.where(valid, loss, 0.0)
+        coef = coef * (1.0 - smoothing) + smoothing / n_classes
+    if weight is not None:
+        coef = coef * weight
+    if valid is not None:
+        coef = em.where(em.expand_dims(valid, axis=-1), coef, 0.0)
     if reduction == "none":
-        return loss.reshape(batch_shape)
-    return _reduce(loss, reduction, em.sum(em.where(valid, target_weight, 0.0)))
+        return -em.sum(flat_lp * coef, axis=-1).reshape(target.shape)
+    total = -em.sum(flat_lp * coef)
+    if reduction == "sum":
+        return total
+    if weight is None:
+        return total / (flat_target.size if valid is None else em.sum(valid))
+    chosen = is_target if valid is None else is_target & em.expand_dims(valid, axis=-1)
+    return total / em.sum(em.where(chosen, weight, 0.0))
+
+
+def _valid_targets(target: Tensor, n_classes: int, ignore_index: int) -> Tensor | None:
+    """The mask of rows that count (None: all of them); every other value must be a class index."""
+    if not target.size:
+        return None
+    low, high = em.min(target).item(), em.max(target).item()
+    if 0 <= low and high < n_classes:
+        return target != ignore_index if 0 <= ignore_index < n_classes else None
+    valid = target != ignore_index
+    if em.any(valid & ((target < 0) | (target >= n_classes))):
+        raise em.IndexOutOfRangeError(f"targets must be class indices in [0, {n_classes}) or ignore_index "
+                                      f"({ignore_index}), got values in [{low}, {high}]")
+    return valid
 
 
 def _soft_target_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None, reduction: str,

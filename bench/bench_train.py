@@ -1,0 +1,172 @@
+"""Training benchmarks, side by side with PyTorch (CPU) in the same process.
+
+Run: ``python bench/bench_train.py [--threads N] [--rounds R]`` (needs ``torch``; the demo epoch
+also needs scikit-learn).  Each case is measured alternately for ember and PyTorch, keeping each
+framework's best time (noise on a shared machine only ever adds time), and prints the ratio
+ember / PyTorch (lower is better) next to its target:
+
+* one SGD training step of an MLP 784-256-256-10 at batch 128 (target <= 1.5);
+* ten chained small elementwise ops on a tensor that requires grad (graph recording; target <= 2);
+  the same ten ops followed by backward, for information;
+* one epoch of ``ember demo``'s CNN on the digits (45 Adam steps at batch 32), for information.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+import ember_core as em
+from ember_core import nn, optim
+
+
+def best_time(fn: Callable[[], object], *, min_time: float = 0.3, repeats: int = 5) -> float:
+    """Best seconds per call over `repeats` batches, each batch running >= min_time / repeats."""
+    fn()
+    n = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if time.perf_counter() - start > min_time / repeats:
+            break
+        n *= 2
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - start) / n)
+    return min(samples)
+
+
+def same_weights(ours: nn.Module, theirs: torch.nn.Module) -> None:
+    ours.load_state_dict({k: em.asarray(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+
+
+def mlp_step() -> dict[str, Callable[[], object]]:
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((128, 784)).astype(np.float32), rng.integers(0, 10, 128)
+    theirs = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                 torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    ours = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    same_weights(ours, theirs)
+    ex, ey, tx, ty = em.asarray(x), em.asarray(y), torch.from_numpy(x), torch.from_numpy(y)
+    opt, topt = optim.SGD(ours.parameters(), lr=0.01), torch.optim.SGD(theirs.parameters(), lr=0.01)
+    loss_fn, tloss_fn = nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
+
+    def ember_step() -> None:
+        loss = loss_fn(ours(ex), ey)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def torch_step() -> None:
+        loss = tloss_fn(theirs(tx), ty)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+
+    return {"ember": ember_step, "torch": torch_step}
+
+
+def _ten_ops(x: object, ns: object) -> object:
+    y = x * 1.5
+    y = y + x
+    y = ns.sin(y)
+    y = y * x
+    y = ns.exp(y)
+    y = y - x
+    y = ns.tanh(y)
+    y = y * 0.5
+    y = y + 1.0
+    return -y
+
+
+def chained_ops(backward: bool) -> dict[str, Callable[[], object]]:
+    data = np.random.default_rng(0).standard_normal(16).astype(np.float32)
+    ex, tx = em.asarray(data).requires_grad_(), torch.from_numpy(data).requires_grad_()
+    if backward:
+        def run_ember() -> None:
+            _ten_ops(ex, em).sum().backward()
+
+        def run_torch() -> None:
+            _ten_ops(tx, torch).sum().backward()
+
+        return {"ember": run_ember, "torch": run_torch}
+    return {"ember": lambda: _ten_ops(ex, em), "torch": lambda: _ten_ops(tx, torch)}
+
+
+def demo_epoch() -> dict[str, Callable[[], object]]:
+    from ember_core.demo import load_digits, make_model
+
+    x_train, y_train, _, _ = load_digits(0)
+    order = np.random.default_rng(0).permutation(len(y_train))
+    batches = [order[i:i + 32] for i in range(0, len(order), 32)]
+    em_batches = [(em.asarray(x_train[b]), em.asarray(y_train[b])) for b in batches]
+    torch_batches = [(torch.from_numpy(x_train[b]), torch.from_numpy(y_train[b])) for b in batches]
+    theirs = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(512, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    ours = make_model()
+    same_weights(ours, theirs)
+    opt, topt = optim.Adam(ours.parameters(), lr=3e-3), torch.optim.Adam(theirs.parameters(), lr=3e-3)
+    loss_fn, tloss_fn = nn.CrossEntropyLoss(label_smoothing=0.05), torch.nn.CrossEntropyLoss(label_smoothing=0.05)
+
+    def ember_epoch() -> None:
+        for x, y in em_batches:
+            loss = loss_fn(ours(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        loss.item()
+
+    def torch_epoch() -> None:
+        for x, y in torch_batches:
+            loss = tloss_fn(theirs(x), y)
+            topt.zero_grad()
+            loss.backward()
+            topt.step()
+        loss.item()
+
+    return {"ember": ember_epoch, "torch": torch_epoch}
+
+
+CASES: list[tuple[str, Callable[[], dict[str, Callable[[], object]]], float | None]] = [
+    ("MLP 784-256-256-10 SGD step, batch 128", mlp_step, 1.5),
+    ("10 chained small ops, requires_grad", lambda: chained_ops(False), 2.0),
+    ("10 chained small ops + backward", lambda: chained_ops(True), None),
+    ("demo CNN, one epoch (45 Adam steps)", demo_epoch, None),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating measurement rounds per case")
+    args = parser.parse_args()
+    em.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
+    print(f"threads={args.threads}  torch={torch.__version__}")
+    print(f"{'case':42} {'ember':>11} {'torch':>11} {'ember/torch':>12} {'target':>7}")
+    for name, make, target in CASES:
+        fns = make()
+        times: dict[str, float] = {}
+        for _ in range(args.rounds):  # alternate frameworks so that a noisy moment hits both
+            for framework, fn in fns.items():
+                times[framework] = min(times.get(framework, float("inf")), best_time(fn))
+        ratio = times["ember"] / times["torch"]
+        verdict = "-" if target is None else f"{target:.1f}" + (" ok" if ratio <= target else " MISS")
+        print(f"{name:42} {_fmt(times['ember']):>11} {_fmt(times['torch']):>11} {ratio:12.2f} {verdict:>7}")
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} us"
+
+
+if __name__ == "__main__":
+    main()
