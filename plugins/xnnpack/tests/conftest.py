@@ -1,11 +1,10 @@
-"""Shared fixtures: random float32 inputs, and calls traced to see which provider served them."""
+"""Shared fixtures: the plugin must be installed; random float32 inputs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import ember_core as em
 from ember_core.plugins import MANAGER
 
 
@@ -22,13 +21,3 @@ def xnnpack_installed():
 def rng():
     return np.random.default_rng(1234)
 
-
-def traced(fn, *args, **kwargs):
-    """(result, {op: {provider: calls}}) of one call."""
-    with em.trace_dispatch() as log:
-        result = fn(*args, **kwargs)
-    return result, log.providers()
-
-
-def served_by(providers: dict, op: str) -> set[str]:
-    return set(providers.get(op, {}))

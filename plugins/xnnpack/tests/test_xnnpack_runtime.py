@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import served_by, traced
 from ember_xnnpack import runtime
+from xnnpack_helpers import served_by, traced
 
 import ember_core as em
 

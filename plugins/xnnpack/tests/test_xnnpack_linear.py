@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import references as ref
-from conftest import served_by, traced
+from xnnpack_helpers import served_by, traced
 
 import ember_core as em
 
