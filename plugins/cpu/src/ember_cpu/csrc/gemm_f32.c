@@ -1,21 +1,26 @@
 /*
  * ember's own float32 GEMM for AVX-512: c(M, N) = a(M, K) @ b(K, N), every operand with any
- * element strides (transposed, sliced or flipped views are read in place; no scratch copies).
+ * element strides (transposed, sliced, flipped or broadcast views are read in place: packing
+ * copies what the kernel reads anyway, so no scratch copy is ever made first).
  *
- * Why not OpenBLAS: scipy-openblas32 pinned to one thread per tile (see NOTES-threads.md) makes
- * every thread pack all of b; here the threads share one packed panel of b, and the kernel and
- * blocking are tuned for this machine class (measurements in NOTES-threads.md).
+ * Why: matmul.c used to run single-threaded OpenBLAS sgemm on one tile per OpenMP thread (see
+ * NOTES-threads.md); this kernel and its blocking are tuned for the AVX-512 Xeons we run on, and
+ * its edge tiles cost only what they compute.  Measurements are in NOTES-threads.md.
  *
- * The plan (Goto/BLIS):
- *   for each NC-wide column panel of b, for each KC-deep slice of K:
- *       the threads pack b[kc, nc] together into NR-wide micro-panels (k-major), then barrier;
- *       each thread takes its own rows of a (an M split) or, when M is too short to split, its
- *       own columns of the panel (an N split), packs MC x KC blocks of a into MR-tall slivers,
- *       and runs the MR x NR micro-kernel over every (sliver, micro-panel) pair: the micro-panel
- *       of b stays in L1 while the slivers of the a block stream from L2.
+ * The plan (Goto/BLIS), per thread:
+ *   for each KC-deep slice of K:
+ *     for each chunk of at most MC rows of a: pack it into MR-tall slivers (k-major);
+ *       for each NC-wide panel of b: pack it into NR-wide micro-panels (k-major), then run
+ *       the MR x NR micro-kernel over every (sliver, micro-panel) pair, slivers outer: a sliver
+ *       (14 KiB) stays in L1 while the panel (1 MiB) streams past it from L2.
  *   The first KC slice stores into c and later slices add to it, so c is never read before it
- *   is written.  Edge tiles are padded with zeros in the packed buffers and only their valid
- *   part is stored.  The packed b panel is double-buffered: one barrier per slice suffices.
+ *   is written.  Packed buffers are padded with zeros; edge tiles use a kernel instantiated for
+ *   their row count and store only their valid columns (masked).
+ * Threads: each takes an independent slice of c's rows (or of its columns when c is wider than
+ * tall) and packs its own operands.  Sharing one packed b panel between the threads (each packing
+ * half, then a barrier) saves a little packing on a quiet machine, but a barrier per panel makes
+ * the whole product wait for whichever thread the OS has descheduled: on a busy machine it
+ * measured 1.1-3x slower than independent slices.
  */
 #include <stdint.h>
 #include <string.h>
@@ -34,7 +39,7 @@
 #define MR 14          /* rows of c per micro-kernel: 14 x 2 accumulators + 2 b vectors = 30 zmm */
 #define NR 32          /* columns of c per micro-kernel: two 16-float vectors                    */
 #ifndef GEMM_MC
-#define GEMM_MC 1008   /* rows of a per packed block (multiple of MR): 1 MiB, L3-resident      */
+#define GEMM_MC 2016   /* most rows of a per packed block (multiple of MR): 2 MiB, L3-resident */
 #endif
 #ifndef GEMM_KC
 #define GEMM_KC 256    /* depth of a packed slice: an MR x KC sliver of a is 14 KiB (L1)       */
@@ -55,7 +60,10 @@
  * last rows are zero; each output row is stored with its 14 real lanes. */
 TARGET static void transpose_14x16(float *restrict dst, const float *src, int64_t ars) {
     __m512 r[16], t[16];
-    for (int i = 0; i < MR; i++) r[i] = _mm512_loadu_ps(src + i * ars);
+    for (int i = 0; i < MR; i++) {
+        r[i] = _mm512_loadu_ps(src + i * ars);
+        _mm_prefetch((const char *)(src + i * ars + 64), _MM_HINT_T0);   /* 4 steps ahead */
+    }
     r[14] = r[15] = _mm512_setzero_ps();
     for (int i = 0; i < 8; i++) {   /* per 128-bit lane: pairs of rows interleaved */
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -98,20 +106,19 @@ static void pack_a(float *restrict dst, const float *a, int64_t ars, int64_t acs
     }
 }
 
-/* Packs micro-panels [p0, p1) of b's columns [0, nc) x k in [0, kc): micro-panel p holds, for
+/* Packs b's columns [0, nc) x k in [0, kc) into NR-wide micro-panels: micro-panel p holds, for
  * each k, the NR values b[k][p*NR + j] (columns past nc are zero).  The loops follow b's unit
  * stride: along a row of a row-major b, so that the hardware prefetcher sees one sequential
  * stream (walking one micro-panel's rows instead jumps a whole row per access). */
-static void pack_b(float *restrict dst, const float *b, int64_t brs, int64_t bcs, int64_t nc,
-                   int64_t kc, int64_t p0, int64_t p1) {
-    int64_t full_end = ember_min64(p1, nc / NR);   /* micro-panels with NR real columns */
+static void pack_b(float *restrict dst, const float *b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc) {
+    int64_t full = nc / NR, p0 = 0;   /* micro-panels with NR real columns */
     if (bcs == 1) {
         for (int64_t k = 0; k < kc; k++)
-            for (int64_t p = p0; p < full_end; p++)
+            for (int64_t p = 0; p < full; p++)
                 memcpy(dst + (p * kc + k) * NR, b + k * brs + p * NR, NR * sizeof(float));
-        p0 = ember_max64(p0, full_end);
+        p0 = full;
     }
-    for (int64_t p = p0; p < p1; p++) {
+    for (int64_t p = p0; p < (nc + NR - 1) / NR; p++) {
         int64_t j0 = p * NR, nr = ember_min64(NR, nc - j0);
         float *d = dst + p * kc * NR;
         const float *src = b + j0 * bcs;
@@ -124,14 +131,13 @@ static void pack_b(float *restrict dst, const float *b, int64_t brs, int64_t bcs
 
 /* ---- micro-kernel --------------------------------------------------------------------------- */
 
-/* c (+)= sliver @ micro-panel for a ROWS x (16 * VECS) tile: ROWS rows of the sliver, each of
- * whose k-steps is MR floats apart, against VECS vectors of the NR-wide micro-panel.  mr <= ROWS
- * and nr <= 16 * VECS are the tile's valid part (mr < ROWS only when c is not unit-stride).
- * `accumulate` is 0 for the first KC slice, which stores without reading c.  Instantiated for
- * every ROWS and VECS so that edge tiles cost what they compute. */
-static inline __attribute__((always_inline)) void kernel_body(
+/* c (+)= sliver @ micro-panel for a ROWS x nr tile: ROWS rows of the sliver, each of whose
+ * k-steps is MR floats apart, against VECS vectors of the NR-wide micro-panel (nr <= 16 * VECS
+ * columns are valid).  `accumulate` is 0 for the first KC slice, which stores without reading
+ * c.  Instantiated for every ROWS and VECS so that edge tiles cost what they compute. */
+TARGET static inline __attribute__((always_inline)) void kernel_body(
     const int ROWS, const int VECS, int64_t kc, const float *restrict ap, const float *restrict bp,
-    float *c, int64_t crs, int64_t ccs, int64_t mr, int64_t nr, int accumulate) {
+    float *c, int64_t crs, int64_t ccs, int64_t nr, int accumulate) {
     __m512 acc[MR][2];
 #pragma GCC unroll 14
     for (int r = 0; r < ROWS; r++) {
@@ -154,7 +160,7 @@ static inline __attribute__((always_inline)) void kernel_body(
         ap += MR;
         bp += NR;
     }
-    if (ccs == 1 && mr == ROWS) {
+    if (ccs == 1) {
         /* lanes past nr are masked off: loads and stores never touch them */
         __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
         __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
@@ -173,7 +179,7 @@ static inline __attribute__((always_inline)) void kernel_body(
     float tile[MR * NR] __attribute__((aligned(64)));
     for (int r = 0; r < ROWS; r++)
         for (int v = 0; v < VECS; v++) _mm512_store_ps(tile + r * NR + 16 * v, acc[r][v]);
-    for (int64_t r = 0; r < mr; r++)
+    for (int r = 0; r < ROWS; r++)
         for (int64_t j = 0; j < nr; j++) {
             float *dst = c + r * crs + j * ccs;
             *dst = accumulate ? *dst + tile[r * NR + j] : tile[r * NR + j];
@@ -181,14 +187,13 @@ static inline __attribute__((always_inline)) void kernel_body(
 }
 
 typedef void (*kernel_fn)(int64_t kc, const float *restrict ap, const float *restrict bp, float *c,
-                          int64_t crs, int64_t ccs, int64_t mr, int64_t nr, int accumulate);
+                          int64_t crs, int64_t ccs, int64_t nr, int accumulate);
 
 #define DEFINE_KERNEL(ROWS, VECS)                                                                 \
     TARGET static void kernel_##ROWS##x##VECS(int64_t kc, const float *restrict ap,               \
                                               const float *restrict bp, float *c, int64_t crs,   \
-                                              int64_t ccs, int64_t mr, int64_t nr,               \
-                                              int accumulate) {                                  \
-        kernel_body(ROWS, VECS, kc, ap, bp, c, crs, ccs, mr, nr, accumulate);                    \
+                                              int64_t ccs, int64_t nr, int accumulate) {         \
+        kernel_body(ROWS, VECS, kc, ap, bp, c, crs, ccs, nr, accumulate);                        \
     }
 #define DEFINE_KERNELS(ROWS) DEFINE_KERNEL(ROWS, 1) DEFINE_KERNEL(ROWS, 2)
 DEFINE_KERNELS(1) DEFINE_KERNELS(2) DEFINE_KERNELS(3) DEFINE_KERNELS(4) DEFINE_KERNELS(5)
@@ -210,23 +215,17 @@ typedef struct {
     int64_t ars, acs, brs, bcs, crs, ccs;
 } gemm_args;
 
-/* c[m0 + (0..mc), jc + (n0..n1)] (+)= packed a block @ packed b panel columns n0..n1 (relative to
- * the panel; n0 on a micro-panel boundary).  Each sliver of a stays in L1 while the panel's
- * micro-panels stream past it from L2, and c is walked along its rows. */
+/* c[m0 + (0..mc), jc + (0..nc)] (+)= packed a block @ packed b panel.  Each sliver of a stays in
+ * L1 while the panel's micro-panels stream past it from L2, and c is walked along its rows. */
 static void compute_block(const gemm_args *g, const float *apack, const float *bpack, int64_t m0,
-                          int64_t mc, int64_t kc, int64_t jc, int64_t n0, int64_t n1,
-                          int accumulate) {
-    /* with a strided c, edge rows go through the full-height kernel's tile buffer */
-    int exact_rows = g->ccs == 1;
+                          int64_t mc, int64_t kc, int64_t jc, int64_t nc, int accumulate) {
     for (int64_t ir = 0; ir < mc; ir += MR) {
-        int64_t mr = ember_min64(MR, mc - ir);
         const float *ap = apack + ir * kc;
         float *crow = g->c + (m0 + ir) * g->crs + jc * g->ccs;
-        for (int64_t jr = n0; jr < n1; jr += NR) {
-            int64_t nr = ember_min64(NR, n1 - jr);
-            kernel_fn kernel = kernels[(exact_rows ? mr : MR) - 1][nr > 16];
-            kernel(kc, ap, bpack + (jr / NR) * kc * NR, crow + jr * g->ccs, g->crs, g->ccs, mr, nr,
-                   accumulate);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+            int64_t nr = ember_min64(NR, nc - jr);
+            kernels[ember_min64(MR, mc - ir) - 1][nr > 16](kc, ap, bpack + jr * kc, crow + jr * g->ccs,
+                                                         g->crs, g->ccs, nr, accumulate);
         }
     }
 }
@@ -239,76 +238,67 @@ static int64_t split_at(int64_t extent, int parts, int q, int64_t unit) {
 }
 
 /*
- * One thread's share of the product.  Loop order: KC slices of K outermost, then chunks of at
- * most MC of this thread's rows (packed once per slice), then NC panels of b, packed by all
- * threads together into bpack[slice & 1].  Every thread runs the same number of panel steps
- * (the chunk count is taken over the longest thread range), so the barriers match up.
+ * The whole of g on the calling thread.  Loop order: KC slices of K outermost, then chunks of at
+ * most MC rows of a (packed once per slice), then NC panels of b (packed once per chunk).
  */
-static void gemm_thread(const gemm_args *g, float *bpack[2], float *apack, int tid, int nthreads,
-                        int split_m) {
-    int64_t m0 = 0, m1 = g->M, longest = g->M;
-    if (split_m) {
-        m0 = split_at(g->M, nthreads, tid, MR);
-        m1 = split_at(g->M, nthreads, tid + 1, MR);
-        longest = 0;
-        for (int q = 0; q < nthreads; q++)
-            longest = ember_max64(longest, split_at(g->M, nthreads, q + 1, MR) - split_at(g->M, nthreads, q, MR));
-    }
-    int64_t chunks = (longest + GEMM_MC - 1) / GEMM_MC;
-    unsigned step = 0;
+static void gemm_alone(const gemm_args *g, float *bpack, float *apack) {
+    /* equal chunks: each costs one more packing of b per slice */
+    int64_t chunks = (g->M + GEMM_MC - 1) / GEMM_MC;
+    int64_t chunk_rows = ((g->M + chunks - 1) / chunks + MR - 1) / MR * MR;
     for (int64_t pc = 0; pc < g->K; pc += GEMM_KC) {
         int64_t kc = ember_min64(GEMM_KC, g->K - pc);
-        for (int64_t chunk = 0; chunk < chunks; chunk++) {
-            int64_t ic = m0 + chunk * GEMM_MC, mc = ember_min64(GEMM_MC, m1 - ic);
-            if (mc > 0) pack_a(apack, g->a + ic * g->ars + pc * g->acs, g->ars, g->acs, mc, kc);
-            for (int64_t jc = 0; jc < g->N; jc += GEMM_NC, step++) {
-                int64_t nc = ember_min64(GEMM_NC, g->N - jc), panels = (nc + NR - 1) / NR;
-                float *bp = bpack[step & 1];
-                pack_b(bp, g->b + pc * g->brs + jc * g->bcs, g->brs, g->bcs, nc, kc,
-                       split_at(panels, nthreads, tid, 1), split_at(panels, nthreads, tid + 1, 1));
-                if (nthreads > 1) {
-#pragma omp barrier
-                }
-                if (split_m) {
-                    if (mc > 0) compute_block(g, apack, bp, ic, mc, kc, jc, 0, nc, pc > 0);
-                } else {
-                    int64_t n0 = split_at(nc, nthreads, tid, NR), n1 = split_at(nc, nthreads, tid + 1, NR);
-                    if (n0 < n1) compute_block(g, apack, bp, ic, mc, kc, jc, n0, n1, pc > 0);
-                }
+        for (int64_t ic = 0; ic < g->M; ic += chunk_rows) {
+            int64_t mc = ember_min64(chunk_rows, g->M - ic);
+            pack_a(apack, g->a + ic * g->ars + pc * g->acs, g->ars, g->acs, mc, kc);
+            for (int64_t jc = 0; jc < g->N; jc += GEMM_NC) {
+                int64_t nc = ember_min64(GEMM_NC, g->N - jc);
+                pack_b(bpack, g->b + pc * g->brs + jc * g->bcs, g->brs, g->bcs, nc, kc);
+                compute_block(g, apack, bpack, ic, mc, kc, jc, nc, pc > 0);
             }
         }
     }
 }
 
-int ember_cpu_sgemm_supported(void) {
-    static int supported = -1;
-    if (supported < 0) {
-        __builtin_cpu_init();
-        supported = __builtin_cpu_supports("avx512f") ? 1 : 0;
+/* Thread tid's part of c: a slice of its rows, or of its columns when c is wider than tall (the
+ * operand every thread reads whole, and packs for itself, is then the smaller one).  Slices
+ * start on micro-tile boundaries; no thread ever waits for another. */
+static void gemm_slice(const gemm_args *g, int tid, int nthreads, float *bpack, float *apack) {
+    gemm_args part = *g;
+    if (g->M >= g->N) {
+        int64_t m0 = split_at(g->M, nthreads, tid, MR), m1 = split_at(g->M, nthreads, tid + 1, MR);
+        part.a += m0 * g->ars;
+        part.c += m0 * g->crs;
+        part.M = m1 - m0;
+    } else {
+        int64_t n0 = split_at(g->N, nthreads, tid, NR), n1 = split_at(g->N, nthreads, tid + 1, NR);
+        part.b += n0 * g->bcs;
+        part.c += n0 * g->ccs;
+        part.N = n1 - n0;
     }
-    return supported;
+    if (part.M > 0 && part.N > 0) gemm_alone(&part, bpack, apack);
 }
+
+int ember_cpu_sgemm_supported(void) { return __builtin_cpu_supports("avx512f") != 0; }
 
 int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t acs,
                    const float *b, int64_t brs, int64_t bcs, float *c, int64_t crs, int64_t ccs,
                    int nthreads) {
     if (M <= 0 || N <= 0 || K <= 0 || !ember_cpu_sgemm_supported()) return EMBER_ERR_INVALID_ARGUMENT;
     gemm_args g = {M, N, K, a, b, c, ars, acs, brs, bcs, crs, ccs};
-    int64_t kc = ember_min64(GEMM_KC, K), nc = ember_min64(GEMM_NC, (N + NR - 1) / NR * NR);
-    int64_t bfloats = kc * nc, afloats = ember_min64(GEMM_MC, (M + MR - 1) / MR * MR) * kc;
+    /* per thread: one a block and one b panel, each a whole number of cache lines (aligned) */
+    int64_t kc = ember_min64(GEMM_KC, K);
+    int64_t afloats = (ember_min64(GEMM_MC, (M + MR - 1) / MR * MR) * kc + 15) / 16 * 16;
+    int64_t per_thread = afloats + kc * ember_min64(GEMM_NC, (N + NR - 1) / NR * NR);
     if (nthreads < 1) nthreads = 1;
-    /* rows are split when every thread gets at least a few slivers; else columns */
-    int split_m = M >= (int64_t)nthreads * 4 * MR || N < (int64_t)nthreads * NR;
-    float *buf = ember_cpu_alloc((2 * bfloats + nthreads * afloats) * (int64_t)sizeof(float));
+    float *buf = ember_cpu_alloc(nthreads * per_thread * (int64_t)sizeof(float));
     if (!buf) return EMBER_ERR_OUT_OF_MEMORY;
-    float *bpack[2] = {buf, buf + bfloats};
     if (nthreads == 1) {
-        gemm_thread(&g, bpack, buf + 2 * bfloats, 0, 1, split_m);
+        gemm_alone(&g, buf + afloats, buf);
     } else {
 #pragma omp parallel num_threads(nthreads)
         {
-            int tid = omp_get_thread_num(), team = omp_get_num_threads();
-            gemm_thread(&g, bpack, buf + 2 * bfloats + tid * afloats, tid, team, split_m);
+            float *mine = buf + omp_get_thread_num() * per_thread;
+            gemm_slice(&g, omp_get_thread_num(), omp_get_num_threads(), mine + afloats, mine);
         }
     }
     ember_cpu_free(buf);
