@@ -16,10 +16,11 @@ from ember_core.data import DataLoader, TensorDataset
 device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
 em.manual_seed(0)
 
-# data: 1,797 8x8 images in [0, 16]; hold out the last 20% for testing
+# data: 1,797 8x8 images in [0, 16], shuffled; the last 20% are held out for testing
 digits = load_digits()
-images = em.asarray((digits.images / 16.0).astype(np.float32)[:, None], device=device)  # (N, 1, 8, 8)
-labels = em.asarray(digits.target, device=device)
+order = em.permutation(len(digits.target), device=device)
+images = em.asarray((digits.images / 16.0).astype(np.float32)[:, None], device=device)[order]  # (N, 1, 8, 8)
+labels = em.asarray(digits.target, device=device)[order]
 split = int(0.8 * len(digits.target))
 train = DataLoader(TensorDataset(images[:split], labels[:split]), batch_size=32, shuffle=True)
 
