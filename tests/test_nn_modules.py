@@ -283,3 +283,29 @@ def test_init_functions_follow_their_formulas():
     assert nn.init.calculate_gain("leaky_relu", 0.2) == pytest.approx(torch.nn.init.calculate_gain("leaky_relu", 0.2))
     with pytest.raises(ValueError):
         nn.init.calculate_gain("swish")
+
+
+def test_sequential_fuses_linear_and_conv_with_a_following_relu(monkeypatch):
+    em.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8, 3), nn.ReLU(), nn.ReLU())
+    x = em.asarray(rand(2, 1, 4, 4), dtype=em.float32)
+    unfused = x
+    for module in model:
+        unfused = module(unfused)
+    activations = []
+    for name in ("conv2d", "linear"):
+        op = getattr(em, name)
+        monkeypatch.setattr(em, name, lambda *a, _op=op, **k: activations.append(k.get("activation")) or _op(*a, **k))
+    fused = model(x)
+    np.testing.assert_array_equal(np.asarray(fused), np.asarray(unfused))
+    assert activations == ["relu", "relu"]
+
+    class Logged(nn.Linear):
+        calls = 0
+
+        def forward(self, x, activation=None):
+            Logged.calls += 1
+            return super().forward(x, activation)
+
+    nn.Sequential(Logged(3, 3), nn.ReLU())(em.ones((1, 3)))
+    assert Logged.calls == 1 and activations[-1] is None  # a subclass runs its own forward, unfused

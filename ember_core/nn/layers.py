@@ -10,7 +10,7 @@ import ember_core as em
 from ember_core.autograd import no_grad
 from ember_core.nn import functional as F
 from ember_core.nn import init
-from ember_core.nn.module import Module
+from ember_core.nn.module import FUSABLE_ACTIVATIONS, FUSED_FORWARD, Module
 from ember_core.nn.parameter import Parameter
 from ember_core.tensor import Tensor
 
@@ -36,8 +36,8 @@ class Linear(Module):
         self.bias = _param((out_features,), device, dtype) if bias else None
         _uniform_fan_in(self.weight, self.bias)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return em.linear(x, self.weight, self.bias)
+    def forward(self, x: Tensor, activation: str | None = None) -> Tensor:
+        return em.linear(x, self.weight, self.bias, activation=activation)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -60,9 +60,9 @@ class Conv2d(Module):
         self.bias = _param((out_channels,), device, dtype) if bias else None
         _uniform_fan_in(self.weight, self.bias)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, activation: str | None = None) -> Tensor:
         return em.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding,
-                         dilation=self.dilation, groups=self.groups)
+                         dilation=self.dilation, groups=self.groups, activation=activation)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
@@ -273,6 +273,10 @@ class LogSoftmax(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return em.log_softmax(x, self.dim)
+
+
+FUSED_FORWARD.update({Linear: Linear.forward, Conv2d: Conv2d.forward})
+FUSABLE_ACTIVATIONS[ReLU] = "relu"
 
 
 # ---- losses --------------------------------------------------------------------------------------
