@@ -1,9 +1,10 @@
 """ember-cpu's own float32 GEMM (csrc/gemm_f32.c), through ember_cpu_matmul.
 
-matmul.c sends float32 products of at least 128^3 multiply-adds per matrix there (on AVX-512
-machines; elsewhere the same calls test OpenBLAS), so every shape below is at least that large
-while its M, K or N takes the awkward values: 1, below and above the 14 x 32 micro-tile and the
-256-deep K slices, odd.  Two kinds of check:
+matmul.c sends float32 products of at least 128^3 multiply-adds and 32 columns per matrix there
+(on AVX-512 machines; elsewhere the same calls test OpenBLAS), so every shape below is at least
+that large while its M, K or N takes the awkward values: 1, below and above the 14 x 32
+micro-tile and the 256-deep K slices, odd (N below 32 checks the hand-over to OpenBLAS).
+Two kinds of check:
 
 * exact: small-integer inputs make every product and partial sum exact in float32, so any order of
   summation must give numpy's float64 result bit for bit: a dropped, doubled or misplaced term

@@ -16,9 +16,9 @@
  *      a contiguous scratch copy, and out then unpacked from its scratch;
  *   5. split the work across OpenMP threads (see run_tiles), each calling single-threaded BLAS
  *      or the C loop on its tile.  OpenBLAS itself stays at one thread: see runtime.c.
- * float32 products of at least NATIVE_MIN_MACS multiply-adds per matrix on an AVX-512 machine
- * take ember's own GEMM instead (gemm_f32.c, run_native): it reads every float32 operand with
- * its own strides, so step 4 packs nothing for it, and its threads share one packed panel of b.
+ * float32 products of at least NATIVE_MIN_MACS multiply-adds and NATIVE_MIN_N columns per matrix
+ * on an AVX-512 machine take ember's own GEMM instead (gemm_f32.c, run_native): it reads every
+ * float32 operand with its own strides, so step 4 packs nothing for it.
  */
 #include <limits.h>
 #include <math.h>
@@ -50,6 +50,7 @@ typedef struct {
     int64_t bshape[EMBER_MAX_NDIM];
     int64_t nbatch, M, N, K;
     mat a, b, c;      /* views the kernel reads (maybe packed scratch) */
+    int native;       /* float32 on ember's own GEMM (gemm_f32.c)      */
     /* BLAS arguments, derived from the layouts of a, b and c */
     enum CBLAS_TRANSPOSE ta, tb;
     int lda, ldb, ldc;
@@ -402,12 +403,14 @@ int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars
                     int nthreads);
 
 /* Per matrix, products below this many multiply-adds stay with OpenBLAS, whose small-matrix
- * kernels skip packing (see NOTES-threads.md for the crossover measurements). */
+ * kernels skip packing; so do outputs narrower than the native micro-tile (32 columns), which it
+ * would compute mostly as padding (see NOTES-threads.md for the measurements). */
 #define NATIVE_MIN_MACS ((int64_t)128 * 128 * 128)
+#define NATIVE_MIN_N 32
 
 static int wants_native(const problem *p) {
-    return p->cdt == EMBER_FLOAT32 && (double)p->M * (double)p->N * (double)p->K >= (double)NATIVE_MIN_MACS &&
-           ember_cpu_sgemm_supported();
+    return p->cdt == EMBER_FLOAT32 && p->N >= NATIVE_MIN_N &&
+           (double)p->M * (double)p->N * (double)p->K >= (double)NATIVE_MIN_MACS && ember_cpu_sgemm_supported();
 }
 
 static int sgemm_batch(const problem *p, int64_t bi, int nthreads) {
@@ -455,11 +458,11 @@ static void init_problem(problem *p, const ember_tensor *out, const ember_tensor
     view_of(&p->c, out);
 }
 
-/* Makes every operand readable by the kernel, packing where needed; *scratch receives the
- * buffers to free (scratch[2] is out's, to unpack).  The native float32 GEMM reads any strides:
- * it needs copies only for a dtype change.  Returns an ember_status. */
-static int prepare_operands(problem *p, void *scratch[3], int native) {
-    int blas = is_blas(p->cdt), in_place = native && p->cdt == p->dtype;
+/* Makes every operand readable by the kernel, packing where needed, and chooses p->native;
+ * *scratch receives the buffers to free (scratch[2] is out's, to unpack).  The native float32
+ * GEMM reads any strides: it needs copies only for a dtype change.  Returns an ember_status. */
+static int prepare_operands(problem *p, void *scratch[3]) {
+    int blas = is_blas(p->cdt);
     int64_t lda = 0, ldb = 0, ldc = 0;
     int c_layout =
         p->cdt == p->dtype ? layout_of(&p->c, LAYOUT_ROW | LAYOUT_COL, &ldc) : LAYOUT_NONE;
@@ -473,7 +476,8 @@ static int prepare_operands(problem *p, void *scratch[3], int native) {
         t.rows = p->M; p->M = p->N; p->N = t.rows;
         c_layout = layout_of(&p->c, LAYOUT_ROW, &ldc);
     }
-    if (in_place) return EMBER_OK;   /* out row-major where it can be, for the fast stores */
+    p->native = wants_native(p);   /* after the swap: it looks at out's row length */
+    if (p->native && p->cdt == p->dtype) return EMBER_OK;
     if (c_layout == LAYOUT_NONE) {   /* compute into contiguous scratch, unpack afterwards */
         int64_t bytes = ember_max64(p->nbatch * p->M * p->N * ember_itemsize[p->cdt], 64);
         if (posix_memalign(&scratch[2], 64, (size_t)bytes) != 0) return EMBER_ERR_OUT_OF_MEMORY;
@@ -527,10 +531,9 @@ int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember
         return EMBER_ERR_UNSUPPORTED;
     fold_batch_into_rows(&p);
     void *scratch[3] = {NULL, NULL, NULL};
-    int native = wants_native(&p);
-    int status = prepare_operands(&p, scratch, native);
+    int status = prepare_operands(&p, scratch);
     if (status == EMBER_OK) {
-        if (native)
+        if (p.native)
             status = run_native(&p);
         else
             run_tiles(&p, tile_for(p.cdt));
