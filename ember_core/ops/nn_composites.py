@@ -193,7 +193,14 @@ def conv2d_input_grad(grad_output: Any, weight: Any, /, *, input_shape: Any, str
     input_shape = tuple(input_shape)
     g = conv_geometry("conv2d_input_grad", input_shape, weight.shape, stride, padding, dilation, groups)
     n, c = input_shape[:2]
-    o, _, kh, kw = weight.shape
+    o, cg, kh, kw = weight.shape
+    spans = (g.dilation[0] * (kh - 1), g.dilation[1] * (kw - 1))
+    if g.stride == (1, 1) and all(p <= s for p, s in zip(g.padding, spans)):
+        # a stride-1 transposed convolution is a convolution with the flipped, transposed kernel
+        flipped = weight.reshape((groups, o // groups, cg, kh, kw)).permute_dims((0, 2, 1, 3, 4))
+        flipped = flipped.reshape((c, o // groups, kh, kw))[:, :, ::-1, ::-1]
+        return _ops().conv2d(grad_output, flipped, padding=tuple(s - p for s, p in zip(spans, g.padding)),
+                             dilation=g.dilation, groups=groups)
     go = grad_output.reshape((n, groups, o // groups, -1))
     cols = (weight.reshape((groups, o // groups, -1)).mT @ go).reshape((n, c, kh, kw, *g.out_hw))
     return _scatter_taps([cols[:, :, i, j] for i in range(kh) for j in range(kw)], (kh, kw), g, input_shape)
