@@ -140,6 +140,10 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
+def _erfc(x):
+    return np.vectorize(math.erfc, otypes=[np.float64])(x)
+
+
 def _on_ints(f_int, f_other):
     return lambda x, dt: f_int(x) if dt in INTS else f_other(x)
 
@@ -152,7 +156,7 @@ UNARY_REF: dict[str, Callable] = {
     "log2": np.log2, "log10": np.log10, "logical_not": np.logical_not, "negative": np.negative,
     "positive": np.positive, "real": np.real, "round": np.round, "sign": np.sign, "signbit": np.signbit,
     "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "square": np.square, "tan": np.tan, "tanh": np.tanh,
-    "trunc": np.trunc, "sigmoid": _sigmoid, "erf": _erf, "reciprocal": np.reciprocal,
+    "trunc": np.trunc, "sigmoid": _sigmoid, "erf": _erf, "erfc": _erfc, "reciprocal": np.reciprocal,
 }  # fmt: skip
 INT_IDENTITY = {"ceil", "floor", "trunc", "round", "conj", "real", "positive"}
 # complex ops whose treatment of inf / nan parts follows numpy's own code (the rest come from libm)
