@@ -47,7 +47,11 @@ def best_device() -> str:
 
 def load_digits(seed: int, test_fraction: float = 0.2) -> tuple[np.ndarray, ...]:
     """Images scaled to [0, 1] as (N, 1, 8, 8) float32, labels int64; a stratified split."""
-    from sklearn.datasets import load_digits as sklearn_digits
+    try:
+        from sklearn.datasets import load_digits as sklearn_digits
+    except ImportError:
+        raise ImportError("ember demo trains on scikit-learn's bundled digits data set: "
+                          "pip install scikit-learn") from None
 
     digits = sklearn_digits()
     images = (digits.images / 16.0).astype(np.float32)[:, None]
