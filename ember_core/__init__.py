@@ -10,8 +10,8 @@ import math as _math
 from typing import Any
 
 from ember_core import autograd, ops, plugins, random
-from ember_core.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ember_core._include import get_include
+from ember_core.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from ember_core.creation import (
     arange,
     asarray,

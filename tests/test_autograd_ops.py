@@ -117,7 +117,8 @@ SAMPLES: dict[str, list[Case]] = {
     "negative": unary("negative"), "positive": unary("positive"), "real": unary("real"),
     "round": unary("round", "fractional"), "sign": unary("sign", "nonzero"), "sin": unary("sin"),
     "sinh": unary("sinh"), "sqrt": unary("sqrt", "positive"), "square": unary("square"), "tan": unary("tan", "unit"),
-    "tanh": unary("tanh"), "trunc": unary("trunc", "fractional"), "sigmoid": unary("sigmoid"), "erf": unary("erf"), "erfc": unary("erfc"),
+    "tanh": unary("tanh"), "trunc": unary("trunc", "fractional"), "sigmoid": unary("sigmoid"), "erf": unary("erf"),
+    "erfc": unary("erfc"),
     "reciprocal": unary("reciprocal", "nonzero"),
     # elementwise, binary
     "add": binary("add"), "subtract": binary("subtract"), "multiply": binary("multiply"),

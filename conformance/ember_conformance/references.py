@@ -93,7 +93,8 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "log2": np.log2, "log10": np.log10, "logical_not": np.logical_not, "negative": np.negative,
     "positive": np.positive, "real": np.real, "round": np.round, "sign": np.sign, "signbit": np.signbit,
     "sin": np.sin, "sinh": np.sinh, "sqrt": np.sqrt, "square": np.square, "tan": np.tan, "tanh": np.tanh,
-    "trunc": np.trunc, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": _erf, "erfc": _erfc, "reciprocal": lambda x: 1.0 / x,
+    "trunc": np.trunc, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": _erf, "erfc": _erfc,
+    "reciprocal": lambda x: 1.0 / x,
     # elementwise, binary
     "add": np.add, "atan2": np.arctan2, "bitwise_and": np.bitwise_and, "bitwise_left_shift": np.left_shift,
     "bitwise_or": np.bitwise_or, "bitwise_right_shift": np.right_shift, "bitwise_xor": np.bitwise_xor,
