@@ -112,3 +112,5 @@ def __array_namespace_info__() -> Any:
 
 __array_api_version__ = "2023.12"
 __version__ = "0.1.0"
+
+from ember_core import data, nn, optim  # noqa: E402  (built on the namespace above)
