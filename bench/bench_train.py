@@ -14,34 +14,14 @@ ember / PyTorch (lower is better) next to its target:
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
+from bench_core import timeit
 
 import ember_core as em
 from ember_core import nn, optim
-
-
-def best_time(fn: Callable[[], object], *, min_time: float = 0.3, repeats: int = 5) -> float:
-    """Best seconds per call over `repeats` batches, each batch running >= min_time / repeats."""
-    fn()
-    n = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        if time.perf_counter() - start > min_time / repeats:
-            break
-        n *= 2
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - start) / n)
-    return min(samples)
 
 
 def same_weights(ours: nn.Module, theirs: torch.nn.Module) -> None:
@@ -158,7 +138,7 @@ def main() -> None:
         times: dict[str, float] = {}
         for _ in range(args.rounds):  # alternate frameworks so that a noisy moment hits both
             for framework, fn in fns.items():
-                times[framework] = min(times.get(framework, float("inf")), best_time(fn))
+                times[framework] = min(times.get(framework, float("inf")), timeit(fn, repeats=5))
         ratio = times["ember"] / times["torch"]
         verdict = "-" if target is None else f"{target:.1f}" + (" ok" if ratio <= target else " MISS")
         print(f"{name:42} {_fmt(times['ember']):>11} {_fmt(times['torch']):>11} {ratio:12.2f} {verdict:>7}")

@@ -11,10 +11,10 @@ The demo row is one training step (forward, backward, Adam) of ``ember demo``'s 
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import numpy as np
+from bench_core import timeit
 
 import ember_core as em
 
@@ -24,19 +24,6 @@ except ImportError:  # the ember columns still run
     torch = None
 
 Case = tuple[str, dict[str, Callable[[], object]]]
-
-
-def best_time(fn: Callable[[], object], min_time: float = 0.05) -> float:
-    """Best seconds per call of one batch of calls lasting at least min_time."""
-    n = 1
-    while True:
-        start = time.perf_counter()
-        for _ in range(n):
-            fn()
-        elapsed = time.perf_counter() - start
-        if elapsed >= min_time:
-            return elapsed / n
-        n *= 2
 
 
 def ember(fn: Callable[[], object], use_xnnpack: bool) -> Callable[[], object]:
@@ -180,7 +167,7 @@ def main() -> None:
         best = dict.fromkeys(fns, float("inf"))
         for _ in range(args.rounds):
             for label, fn in fns.items():
-                best[label] = min(best[label], best_time(fn))
+                best[label] = min(best[label], timeit(fn, min_time=0.05, repeats=1))
         cols = [f"{best[k] * 1e3:>9.3f}" if k in best else f"{'-':>9}" for k in ("xnnpack", "ember-cpu", "torch")]
         vs_torch = f"{best['xnnpack'] / best['torch']:>10.2f}" if "torch" in best else f"{'-':>10}"
         vs_cpu = f"{best['xnnpack'] / best['ember-cpu']:>8.2f}" if "ember-cpu" in best else f"{'-':>8}"

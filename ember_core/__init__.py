@@ -113,4 +113,12 @@ def __array_namespace_info__() -> Any:
 __array_api_version__ = "2023.12"
 __version__ = "0.1.0"
 
-from ember_core import data, nn, optim  # noqa: E402  (built on the namespace above)
+_SUBPACKAGES = ("nn", "optim", "data")  # imported on first use: `import ember_core` stays lean
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"ember_core.{name}")
+    raise AttributeError(f"module 'ember_core' has no attribute {name!r}")

@@ -10,7 +10,7 @@ import numpy as np
 from ember_core import dtypes as dt
 from ember_core.autograd.grad_mode import no_grad
 from ember_core.errors import IndexOutOfRangeError
-from ember_core.tensor import Tensor, span
+from ember_core.tensor import Tensor
 from ember_core.views import broadcast_shapes, broadcast_to, permute_dims, view_op
 
 
@@ -91,7 +91,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
         with no_grad():
             setitem(x, key, src)
             base = x if x._base is None else x._base
-            n = max(span(*storage_grad.layout(t))[1] for t in (x, base)) + 1
+            n = storage_grad.extent(storage_grad.layout(x), storage_grad.layout(base))
             region = getitem(storage_grad.positions(storage_grad.layout(x), n, x.device), key)
         storage_grad.rebase(x, src, region)
         return

@@ -245,3 +245,23 @@ def as_strided(x: Tensor, shape: tuple[int, ...], strides: tuple[int, ...], offs
     if math.prod(shape) and (lo < 0 or (hi + 1) * itemsize > x._storage.nbytes):
         raise ShapeError("as_strided view reaches outside its storage")
     return x._view(shape, strides, offset)
+
+
+def coalesce(shape: tuple[int, ...], *stride_sets: tuple[int, ...]) -> tuple[list[int], list[list[int]]]:
+    """For backends: the fewest dims that walk the same elements of every operand.  Size-1 dims
+    are dropped and dim i merges into dim i+1 wherever every operand steps over dim i+1 exactly
+    once per step of dim i.  Returns (shape, one stride list per operand)."""
+    out_shape: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in stride_sets]
+    for i, n in enumerate(shape):
+        if n == 1:
+            continue
+        if out_shape and all(st[-1] == s[i] * n for st, s in zip(out_strides, stride_sets)):
+            out_shape[-1] *= n
+            for st, s in zip(out_strides, stride_sets):
+                st[-1] = s[i]
+            continue
+        out_shape.append(n)
+        for st, s in zip(out_strides, stride_sets):
+            st.append(s[i])
+    return out_shape, out_strides

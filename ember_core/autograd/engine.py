@@ -55,6 +55,11 @@ def fit_gradient(grad: Tensor, shape: tuple[int, ...], dtype: dt.DType) -> Tenso
     return grad
 
 
+def as_tensor_list(value: Any) -> list[Any]:
+    """One tensor or a sequence of them, as a list (the form every entry point accepts)."""
+    return [value] if isinstance(value, Tensor) or not isinstance(value, (list, tuple)) else list(value)
+
+
 def _add(a: Tensor | None, b: Tensor) -> Tensor:
     return b if a is None else a + b
 
@@ -77,7 +82,7 @@ def _run(roots: list[Edge], grads: list[Tensor], retain_graph: bool, create_grap
         node, nr = edge
         buf = buffers.get(node)
         if buf is None:
-            buf = buffers[node] = [None] * max(nr + 1, 1)
+            buf = buffers[node] = [None] * (nr + 1)
         elif len(buf) <= nr:
             buf.extend([None] * (nr + 1 - len(buf)))
         buf[nr] = _add(buf[nr], g)
@@ -123,17 +128,11 @@ def _run(roots: list[Edge], grads: list[Tensor], retain_graph: bool, create_grap
         for edge, meta, g in zip(node.next, node.meta, input_grads):
             if edge is None:
                 continue
-            nxt, nr = edge
+            nxt = edge[0]
             if g is not None:
                 if g._shape != meta[0] or g._dtype is not meta[1]:
                     g = fit_gradient(g, *meta)
-                into = buffers.get(nxt)
-                if into is None:
-                    into = buffers[nxt] = [None] * (nr + 1)
-                elif len(into) <= nr:
-                    into.extend([None] * (nr + 1 - len(into)))
-                previous = into[nr]
-                into[nr] = g if previous is None else previous + g
+                deliver(edge, g)
             elif nxt not in buffers:
                 buffers[nxt] = [None]
             left = deps[nxt] - 1
@@ -192,17 +191,15 @@ def initial_gradients(outputs: list[Tensor], grad_outputs: list[Any] | None) -> 
 def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
              create_graph: bool = False, inputs: Any = None) -> None:
     """Accumulate into ``.grad`` of the leaves the gradients of ``tensors`` (see Tensor.backward)."""
-    outputs = [tensors] if isinstance(tensors, Tensor) else list(tensors)
-    if grad_tensors is not None and (isinstance(grad_tensors, Tensor) or not isinstance(grad_tensors, (list, tuple))):
-        grad_tensors = [grad_tensors]
+    outputs = as_tensor_list(tensors)
     _check_outputs(outputs)
-    grads = initial_gradients(outputs, grad_tensors)
+    grads = initial_gradients(outputs, None if grad_tensors is None else as_tensor_list(grad_tensors))
     roots = [_edge(o) for o in outputs]
     retain = create_graph if retain_graph is None else retain_graph
     if inputs is None:
         run_backward(roots, grads, retain_graph=retain, create_graph=create_graph)
         return
-    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    inputs = as_tensor_list(inputs)
     captured = run_backward(roots, grads, retain_graph=retain, create_graph=create_graph,
                             capture=[_edge(t) for t in inputs])
     assert captured is not None
@@ -214,15 +211,12 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
          create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
     """The gradients of ``outputs`` with respect to ``inputs``, returned (no ``.grad`` is touched)."""
-    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    if grad_outputs is not None and (isinstance(grad_outputs, Tensor) or not isinstance(grad_outputs, (list, tuple))):
-        grad_outputs = [grad_outputs]
+    outs, ins = as_tensor_list(outputs), as_tensor_list(inputs)
     _check_outputs(outs)
     for t in ins:
         if not isinstance(t, Tensor) or not t._requires_grad:
             raise RuntimeError("every input of grad() must be a tensor that requires grad")
-    grads = initial_gradients(outs, grad_outputs)
+    grads = initial_gradients(outs, None if grad_outputs is None else as_tensor_list(grad_outputs))
     retain = create_graph if retain_graph is None else retain_graph
     captured = run_backward([_edge(o) for o in outs], grads, retain_graph=retain, create_graph=create_graph,
                             capture=[_edge(t) for t in ins])

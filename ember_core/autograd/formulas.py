@@ -81,21 +81,6 @@ def unsqueeze_reduced(g: Tensor, x: Tensor, axis: Any, keepdims: bool) -> Tensor
     return g.reshape(tuple(1 if i in axes else n for i, n in enumerate(x._shape)))
 
 
-def reduced_count(x: Tensor, axis: Any) -> int:
-    from ember_core.views import normalize_axes
-
-    return math.prod(x._shape[i] for i in normalize_axes(axis, x.ndim))
-
-
-def real_if(t: Tensor, like: Tensor) -> Tensor:
-    """The real part of t when ``like`` is real (a real input's gradient from complex math)."""
-    if t._dtype.kind == "c" and like._dtype.kind != "c":
-        from ember_core.ops import namespace as ops
-
-        return ops.real(t)
-    return t
-
-
 def _ops() -> Any:
     from ember_core.ops import namespace
 
@@ -278,7 +263,7 @@ def take_grad(grad: Tensor, x: Tensor, indices: Tensor, axis: Any) -> Tensor:
 HELPERS: dict[str, Any] = {
     "conj": conj, "sum_to": sum_to, "zeros_like": zeros_like, "ones_like": ones_like,
     "inverse_permutation": inverse_permutation, "unsqueeze_reduced": unsqueeze_reduced,
-    "reduced_count": reduced_count, "real_if": real_if, "math": math, "sgn": sgn, "sgn_grad": sgn_grad,
+    "math": math, "sgn": sgn, "sgn_grad": sgn_grad,
     "times_i": times_i,
     "tie_share": tie_share, "pow_base_grad": pow_base_grad, "pow_exponent_grad": pow_exponent_grad,
     "prod_grad": prod_grad, "extremum_grad": extremum_grad, "cumulative_sum_grad": cumulative_sum_grad,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ember_core.autograd.engine import grad
+from ember_core.autograd.engine import as_tensor_list, grad
 from ember_core.tensor import Tensor
 
 
@@ -17,10 +17,6 @@ def _as_inputs(inputs: Any) -> tuple[list[Tensor], bool]:
     single = isinstance(inputs, Tensor)
     items = [inputs] if single else list(inputs)
     return [t.detach().requires_grad_() for t in items], single
-
-
-def _as_list(x: Any) -> list[Tensor]:
-    return [x] if isinstance(x, Tensor) else list(x)
 
 
 def _zeros_for_unused(grads: Sequence[Tensor | None], like: Sequence[Tensor]) -> list[Tensor]:
@@ -33,8 +29,8 @@ def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, *, create_graph: b
     """(func(inputs), v^T J): the vector-Jacobian product (v may be omitted for a scalar output)."""
     ins, single = _as_inputs(inputs)
     out = func(*ins)
-    outs = _as_list(out)
-    vs = None if v is None else _as_list(v)
+    outs = as_tensor_list(out)
+    vs = None if v is None else as_tensor_list(v)
     grads = _zeros_for_unused(grad(outs, ins, vs, create_graph=create_graph, allow_unused=True), ins)
     result = [g if create_graph else g.detach() for g in grads]
     return (out if create_graph else _detach(out)), (result[0] if single else tuple(result))
@@ -45,9 +41,9 @@ def jvp(func: Callable[..., Any], inputs: Any, v: Any, *, create_graph: bool = F
     from ember_core.creation import zeros_like
 
     ins, _ = _as_inputs(inputs)
-    vs = _as_list(v)
+    vs = as_tensor_list(v)
     out = func(*ins)
-    outs = _as_list(out)
+    outs = as_tensor_list(out)
     dummies = [zeros_like(o).requires_grad_() for o in outs]
     grads = _zeros_for_unused(grad(outs, ins, dummies, create_graph=True, allow_unused=True), ins)
     result = grad(grads, dummies, vs, create_graph=create_graph, allow_unused=True)

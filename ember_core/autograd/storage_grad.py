@@ -33,7 +33,7 @@ def positions(where: Layout, n: int, device: Any) -> Tensor:
     return RAW["as_strided"](arange(n, dtype=dt.int64, device=device), *where)
 
 
-def _extent(*layouts: Layout) -> int:
+def extent(*layouts: Layout) -> int:
     return max(span(*lay)[1] for lay in layouts) + 1
 
 
@@ -67,7 +67,7 @@ def gather(s: Tensor, pos: Tensor) -> Tensor:
 
 def restride(g: Tensor, src: Layout, dst: Layout) -> Tensor:
     """Move a gradient laid out as ``src`` onto the layout ``dst`` of the same storage."""
-    n = _extent(src, dst)
+    n = extent(src, dst)
     return gather(scatter(g, positions(src, n, g._device), n), positions(dst, n, g._device))
 
 
@@ -92,7 +92,7 @@ def rebase(dst: Tensor, src: Tensor, region: Tensor | None = None) -> None:
     """After ``src`` was written into ``dst`` (a tensor or a view; at storage positions ``region``
     when given, else at dst's own positions), make the graph say so."""
     base = dst if dst._base is None else dst._base
-    n = _extent(layout(base), layout(dst))
+    n = extent(layout(base), layout(dst))
     device = base._device
     base_pos = positions(layout(base), n, device)
     region = positions(layout(dst), n, device) if region is None else region
@@ -118,7 +118,7 @@ def regenerate_view(view: Tensor) -> None:
     from ember_core.autograd.graph import meta_of
 
     base = view._base
-    n = _extent(layout(base), layout(view))
+    n = extent(layout(base), layout(view))
     base_pos = positions(layout(base), n, base._device)
     view_pos = positions(layout(view), n, base._device)
     attach([view], FunctionNode("AsStrided", [base], lambda grads: [gather(scatter(grads[0], view_pos, n),

@@ -12,6 +12,7 @@ from typing import Any
 
 from ember_core.autograd.formulas import differentiable
 from ember_core.autograd.grad_mode import MODE
+from ember_core.dtypes import BY_NAME, result_type
 from ember_core.errors import RegistryError
 from ember_core.ops import composites, nn_composites
 from ember_core.ops.families import BUILDERS
@@ -57,19 +58,7 @@ class _Namespace(SimpleNamespace):
         raise AttributeError(f"no op named {name!r} is registered (see `ember backends` or ember_core.ops.names())")
 
 
-def _result_type(*args: Any) -> Any:
-    from ember_core.dtypes import result_type
-
-    return result_type(*args)
-
-
-def _dtypes_by_name() -> dict[str, Any]:
-    from ember_core.dtypes import BY_NAME
-
-    return dict(BY_NAME)
-
-
-_EXPRESSION_GLOBALS: dict[str, Any] = {"__builtins__": {}, "result_type": _result_type, **_dtypes_by_name()}
+_EXPRESSION_GLOBALS: dict[str, Any] = {"__builtins__": {}, "result_type": result_type, **BY_NAME}
 namespace = _Namespace()
 
 

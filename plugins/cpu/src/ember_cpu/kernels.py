@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ember_core.errors import IndexOutOfRangeError, KernelError, ShapeError
+from ember_core.views import coalesce
 from ember_cpu._native import ffi, lib
 
 _SIZE = ffi.sizeof("ember_tensor")
@@ -29,25 +30,6 @@ def _check(status: int, op: str) -> None:
         error = _FAILURES.get(status, KernelError)
         raise error(f"ember-cpu {op}: kernel status {status}"
                     + ("" if error is not KernelError else "; a backend bug: please report the call"))
-
-
-def _coalesce(shape: tuple[int, ...], *stride_sets: tuple[int, ...]) -> tuple[list[int], list[list[int]]]:
-    """Merge dim i into dim i+1 wherever every operand steps over dim i+1 exactly once per step
-    of dim i; drop size-1 dims."""
-    dims = [i for i, n in enumerate(shape) if n != 1]
-    out_shape: list[int] = []
-    out_strides: list[list[int]] = [[] for _ in stride_sets]
-    for i in dims:
-        n = shape[i]
-        if out_shape and all(st[-1] == s[i] * n for st, s in zip(out_strides, stride_sets)):
-            out_shape[-1] *= n
-            for st, s in zip(out_strides, stride_sets):
-                st[-1] = s[i]
-            continue
-        out_shape.append(n)
-        for st, s in zip(out_strides, stride_sets):
-            st.append(s[i])
-    return out_shape, out_strides
 
 
 def _desc(t: Any, shape: list[int] | tuple[int, ...], strides: list[int] | tuple[int, ...]) -> Any:
@@ -70,7 +52,7 @@ def _same_shape_call(name: str, entry: Callable[..., int], lead: tuple[Any, ...]
     """Call an elementwise entry point on operands sharing one shape.  Layouts with more
     non-mergeable dims than a descriptor holds are split along their first dim (rare: it takes
     over 16 dims that no two operands can merge)."""
-    shape, strides = _coalesce(tensors[0]._shape, *(t._strides for t in tensors))
+    shape, strides = coalesce(tensors[0]._shape, *(t._strides for t in tensors))
     if len(shape) <= _MAX_NDIM:
         _check(entry(*lead, *(_desc(t, shape, st) for t, st in zip(tensors, strides))), name)
         return
@@ -80,7 +62,7 @@ def _same_shape_call(name: str, entry: Callable[..., int], lead: tuple[Any, ...]
 
 def desc(t: Any) -> Any:
     """A descriptor of one tensor as it is (its own coalescing)."""
-    shape, (strides,) = _coalesce(t._shape, t._strides)
+    shape, (strides,) = coalesce(t._shape, t._strides)
     return _desc(t, shape, strides)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ember_core.errors import ShapeError, UnsupportedOpError
 from ember_core.tensor import span
+from ember_core.views import coalesce
 from ember_vulkan import catalog, runtime
 from ember_vulkan.catalog import name_of
 from ember_vulkan.runtime import MAX_ELEMENTS, PARAMS, VulkanDevice
@@ -49,25 +50,6 @@ def _flat_address(dev: VulkanDevice, t: Any) -> int:
     return _address(dev, t) + t.offset * t.itemsize
 
 
-def _coalesce(shape: tuple[int, ...], *stride_sets: tuple[int, ...]) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 dims and merge a dim into the next wherever every operand steps over the next
-    one exactly once per step of it."""
-    out_shape: list[int] = []
-    out_strides: list[list[int]] = [[] for _ in stride_sets]
-    for i, n in enumerate(shape):
-        if n == 1:
-            continue
-        if out_shape and all(st[-1] == s[i] * n for st, s in zip(out_strides, stride_sets)):
-            out_shape[-1] *= n
-            for st, s in zip(out_strides, stride_sets):
-                st[-1] = s[i]
-            continue
-        out_shape.append(n)
-        for st, s in zip(out_strides, stride_sets):
-            st.append(s[i])
-    return out_shape, out_strides
-
-
 def _elementwise(variant: str, op: int, out: Any, *ins: Any) -> None:
     """One strided dispatch over out's elements: params are [ndim, shape, then offset and strides
     of out and of each input]."""
@@ -79,7 +61,7 @@ def _elementwise(variant: str, op: int, out: Any, *ins: Any) -> None:
     dev = _device(out)
     tensors = (out, *ins)
     addresses = [_address(dev, t) for t in tensors]
-    shape, strides = _coalesce(out.shape, *(t.strides for t in tensors))
+    shape, strides = coalesce(out.shape, *(t.strides for t in tensors))
     params = [len(shape), *shape]
     for t, st in zip(tensors, strides):
         params += [t.offset, *st]
@@ -145,8 +127,8 @@ def _reduce(name: str) -> Callable[..., None]:
             return
         dev = _device(out)
         kept = x.ndim - len(axes)
-        outer, (outer_strides,) = _coalesce(x.shape[:kept], x.strides[:kept])
-        inner, (inner_strides,) = _coalesce(x.shape[kept:], x.strides[kept:])
+        outer, (outer_strides,) = coalesce(x.shape[:kept], x.strides[:kept])
+        inner, (inner_strides,) = coalesce(x.shape[kept:], x.strides[kept:])
         params = [len(outer), len(inner), x.offset, *outer, *outer_strides, *inner, *inner_strides]
         src, dst = x.dtype.name, out.dtype.name
         x_at, out_at = _address(dev, x), _flat_address(dev, out)
@@ -183,7 +165,7 @@ def _arg_reduce(name: str) -> Callable[..., None]:
         if rows == 0:
             return
         dev = _device(out)
-        outer, (outer_strides,) = _coalesce(x.shape[:-1], x.strides[:-1])
+        outer, (outer_strides,) = coalesce(x.shape[:-1], x.strides[:-1])
         params = [len(outer), 1, x.offset, *outer, *outer_strides, row_len, x.strides[-1]]
         dev.dispatch(name_of("argreduce", A=x.dtype.name), (min(rows, dev.max_groups[0]), 1, 1), "<QQQII",
                      (_flat_address(dev, out), _address(dev, x), PARAMS, rows, row_len), params, op)
@@ -202,7 +184,7 @@ def matmul(out: Any, a: Any, b: Any) -> None:
     dev = _device(out)
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    batch, (a_batch, b_batch) = _coalesce(a.shape[:-2], a.strides[:-2], b.strides[:-2])
+    batch, (a_batch, b_batch) = coalesce(a.shape[:-2], a.strides[:-2], b.strides[:-2])
     params = [len(batch), m, n, k, a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2], b.strides[-1],
               *batch, *a_batch, *b_batch]
     addresses = (_flat_address(dev, out), _address(dev, a), _address(dev, b))
