@@ -111,11 +111,12 @@ def _read_config() -> Preferences:
 
 
 class _State(threading.local):
-    prefs: Preferences | None = None
+    prefs: Preferences | None = None  # set only inside this thread's ``with`` blocks
 
 
 _state = _State()
-_base_prefs: list[Preferences] = []
+_base_prefs: list[Preferences] = []  # the configuration's, read on first use and after _clear
+_plan_caches: list[dict[Any, Any]] = []
 
 
 def current() -> Preferences:
@@ -123,8 +124,26 @@ def current() -> Preferences:
     if prefs is None:
         if not _base_prefs:
             _base_prefs.append(_read_config())
-        prefs = _state.prefs = _base_prefs[0]
+        prefs = _base_prefs[0]
     return prefs
+
+
+def plan_cache() -> dict[Any, Any]:
+    """A dict for plans keyed (among others) by ``current()``; emptied whenever plugins or the
+    configuration change, since a Preferences object alive across the change would key stale plans."""
+    cache: dict[Any, Any] = {}
+    _plan_caches.append(cache)
+    return cache
+
+
+@contextlib.contextmanager
+def _preferring(prefs: Preferences) -> Iterator[None]:
+    saved = _state.prefs  # None outside any block: the configuration is looked up afresh on exit
+    _state.prefs = prefs
+    try:
+        yield
+    finally:
+        _state.prefs = saved
 
 
 @contextlib.contextmanager
@@ -133,11 +152,8 @@ def providers(prefer: Any = (), exclude: Any = ()) -> Iterator[None]:
     old = current()
     prefer = (prefer,) if isinstance(prefer, str) else tuple(prefer)
     exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude)
-    _state.prefs = Preferences(prefer, frozenset(exclude) | old.exclude, old.fallback, old.trace)
-    try:
+    with _preferring(Preferences(prefer, frozenset(exclude) | old.exclude, old.fallback, old.trace)):
         yield
-    finally:
-        _state.prefs = old
 
 
 @contextlib.contextmanager
@@ -146,11 +162,8 @@ def fallback_policy(policy: str) -> Iterator[None]:
     if policy not in POLICIES:
         raise ValueError(f"fallback policy must be one of {POLICIES}, got {policy!r}")
     old = current()
-    _state.prefs = Preferences(old.prefer, old.exclude, policy, old.trace)
-    try:
+    with _preferring(Preferences(old.prefer, old.exclude, policy, old.trace)):
         yield
-    finally:
-        _state.prefs = old
 
 
 @contextlib.contextmanager
@@ -161,11 +174,8 @@ def trace() -> Iterator[Trace]:
     so tracing costs nothing when off."""
     old = current()
     log = Trace()
-    _state.prefs = Preferences(old.prefer, old.exclude, old.fallback, log)
-    try:
+    with _preferring(Preferences(old.prefer, old.exclude, old.fallback, log)):
         yield log
-    finally:
-        _state.prefs = old
 
 
 def note_composite(op: str, device_type: str, dtype: Any) -> None:
@@ -192,7 +202,7 @@ def ranked_providers(device_type: str, prefs: Preferences) -> list[Backend]:
     return sorted(backends, key=lambda b: (rank.get(b.name, len(rank)), -b.priority))
 
 
-_choices: dict[tuple[Any, ...], Choice | None] = {}
+_choices: dict[tuple[Any, ...], Choice | None] = plan_cache()
 
 
 def choose(op: str, device_type: str, dtype: Any, has_composite: bool, fallback_ok: bool) -> Choice | None:
@@ -228,9 +238,8 @@ def _with_trace(choice: Choice, log: Trace, op: str, device_type: str, dtype: An
 def _clear() -> None:
     """Forget cached decisions and re-read the configuration (plugins changed, or a test changed
     the environment).  A context manager's preferences in this thread stay in force."""
-    _choices.clear()
-    if _base_prefs and _state.prefs is _base_prefs[0]:
-        _state.prefs = None
+    for cache in _plan_caches:
+        cache.clear()
     _base_prefs.clear()
 
 

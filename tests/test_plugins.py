@@ -251,6 +251,28 @@ def test_two_providers_for_one_device_by_priority_and_preference(fastadd, monkey
     assert fastadd.calls == 2
 
 
+def test_plans_made_before_a_plugin_arrives_are_forgotten(tmp_path):
+    x = em.ones(4)
+    x + x  # plans for add under the configuration's preferences...
+    with em.providers(exclude=["nothing"]):
+        x + x  # ...and under this block's
+        manifest = tmp_path / "fastadd.toml"
+        manifest.write_text('[plugin]\npriority = 10\n[kernels.cpu]\nadd = ["float32"]\n')
+        provider = _FastAdd(manifest)
+        plugins.register(provider)
+        try:
+            x + x
+            assert provider.calls == 1  # the block's plan was made before the plugin came
+        finally:
+            plugins.unregister("fastadd")
+        plugins.register(provider)
+    try:
+        x + x
+        assert provider.calls == 2  # the configuration's too, though the block began before
+    finally:
+        plugins.unregister("fastadd")
+
+
 def test_a_declined_call_goes_to_the_next_provider(fastadd):
     fastadd.decline_ndim = 2
     assert (em.ones(3) + em.ones(3)).tolist() == [2.0] * 3 and fastadd.calls == 1

@@ -180,7 +180,7 @@ _state = dispatch._state
 
 
 def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    plans: dict[tuple[Any, ...], tuple[Any, ...]] = dispatch.plan_cache()
 
     def plan(x: Tensor) -> tuple[Any, ...]:
         compute = _compute_dtype(schema, x._dtype)
@@ -225,7 +225,7 @@ def _broadcast_pair(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[int, ...]
 
 
 def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    plans: dict[tuple[Any, ...], tuple[Any, ...]] = dispatch.plan_cache()
 
     def plan(x1: Tensor, x2: Tensor) -> tuple[Any, ...]:
         compute = _compute_dtype(schema, dt.promote_types(x1._dtype, x2._dtype))
