@@ -1,6 +1,8 @@
 """Reductions over every axis (and axis sets), argmax/argmin, and matmul on vulkan:0 against
 numpy float64 references, including strided inputs, keepdims, empty rows, rows long enough for
-the two-pass reduction, and batched / broadcast / transposed matmul operands."""
+the multi-pass reductions, and batched / broadcast / transposed matmul operands.  Every test runs
+on both shader families: the barrier-free ones CPU devices (lavapipe) get and the workgroup ones GPUs
+get, so CI on lavapipe checks both."""
 
 from __future__ import annotations
 
@@ -8,12 +10,23 @@ import itertools
 
 import numpy as np
 import pytest
-from ember_vulkan import catalog
+from ember_vulkan import catalog, runtime
 from tolerances import assert_close, eps, make_tensor, to_numpy
 
 import ember_core as em
 
 RNG = np.random.default_rng(99)
+
+
+@pytest.fixture(autouse=True, params=["cpu-device-shaders", "gpu-shaders"])
+def shader_family(request, vk):
+    dev = runtime.device(vk.index)
+    saved = dev.is_cpu
+    dev.is_cpu = request.param == "cpu-device-shaders"
+    try:
+        yield
+    finally:
+        dev.is_cpu = saved
 
 
 def _values(dtype: str, shape: tuple[int, ...]) -> np.ndarray:

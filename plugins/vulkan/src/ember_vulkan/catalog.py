@@ -159,11 +159,14 @@ def variants() -> list[Variant]:
         for d in dtypes:
             final = d if result == "same" else "bool"
             partial = partial_dtype(d, result)
-            add(_v("reduce", {"A": d, "O": final}))
-            add(_v("reduce", {"A": d, "O": partial}))
-            add(_v("reduce", {"A": partial, "O": final}))
+            for template in ("reduce", "reduce_serial"):
+                add(_v(template, {"A": d, "O": final}))
+                add(_v(template, {"A": d, "O": partial}))
+                add(_v(template, {"A": partial, "O": final}))
+                add(_v(template, {"A": partial, "O": partial}))
     for d in MATMUL_DTYPES:
         add(_v("matmul", {"A": d}))
+        add(_v("matmul_direct", {"A": d}))
     for kind, dtypes in RANDOM.items():
         for d in dtypes:
             add(_v(kind, {"O": d}))

@@ -10,8 +10,9 @@ shaders' index arithmetic is usually one division per operand.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,11 @@ from ember_vulkan.catalog import name_of
 from ember_vulkan.runtime import MAX_ELEMENTS, PARAMS, VulkanDevice
 
 REDUCE_CHUNK = 4096  # elements of one row a workgroup reduces before a second pass combines them
+SERIAL_CHUNK = 256  # elements one invocation of reduce_serial.comp sums in order (and rows that short use it)
+SERIAL_WG = 64  # workgroup size of reduce_serial.comp
 MATMUL_TILE = 64  # output tile of matmul.comp
+MATMUL_BLOCK = 4  # output block one invocation of matmul_direct.comp keeps in registers
+MATMUL_DIRECT_WG = 64  # its workgroup size
 
 
 # ---- validation and layout --------------------------------------------------------------------
@@ -132,29 +137,57 @@ def _reduce(name: str) -> Callable[..., None]:
         params = [len(outer), len(inner), x.offset, *outer, *outer_strides, *inner, *inner_strides]
         src, dst = x.dtype.name, out.dtype.name
         x_at, out_at = _address(dev, x), _flat_address(dev, out)
-        if row_len <= REDUCE_CHUNK:
+        if dev.is_cpu or row_len <= SERIAL_CHUNK:
+            _reduce_serial(dev, op, src, dst, catalog.partial_dtype(src, result), out_at, x_at, params, rows, row_len)
+        elif row_len <= REDUCE_CHUNK:
             _reduce_pass(dev, name_of("reduce", A=src, O=dst), op, out_at, x_at, params, rows, 1, row_len, row_len)
-            return
-        chunks = -(-row_len // REDUCE_CHUNK)
-        partial = catalog.partial_dtype(src, result)
-        with dev.lock:  # the partials live until the second pass is recorded
-            scratch = dev.alloc(rows * chunks * catalog.STORAGE[partial].itemsize)
-            try:
+        else:
+            chunks = -(-row_len // REDUCE_CHUNK)
+            partial = catalog.partial_dtype(src, result)
+            with _scratch(dev, rows * chunks * catalog.STORAGE[partial].itemsize) as scratch:
                 _reduce_pass(dev, name_of("reduce", A=src, O=partial), op, scratch, x_at, params, rows, chunks,
                              REDUCE_CHUNK, row_len)
                 _reduce_pass(dev, name_of("reduce", A=partial, O=dst), op, out_at, scratch,
                              [1, 1, 0, rows, chunks, chunks, 1], rows, 1, chunks, chunks)
-            finally:
-                dev.free(scratch)
 
     return kernel
 
 
+@contextlib.contextmanager
+def _scratch(dev: VulkanDevice, nbytes: int) -> Iterator[int]:
+    """A device buffer for partial results; its free waits for the work recorded with it."""
+    with dev.lock:
+        handle = dev.alloc(nbytes)
+        try:
+            yield handle
+        finally:
+            dev.free(handle)
+
+
+def _reduce_serial(dev: VulkanDevice, op: int, src: str, dst: str, partial: str, out_at: int, x_at: int,
+                   params: list[int], rows: int, row_len: int) -> None:
+    """Rows longer than SERIAL_CHUNK reduce in chunks whose partials reduce again, pass after pass,
+    so no invocation sums more than SERIAL_CHUNK values in a row (float error stays that of short sums)."""
+    if row_len <= SERIAL_CHUNK:
+        _reduce_pass(dev, name_of("reduce_serial", A=src, O=dst), op, out_at, x_at, params, rows, 1, row_len,
+                     row_len, SERIAL_WG)
+        return
+    chunks = -(-row_len // SERIAL_CHUNK)
+    with _scratch(dev, rows * chunks * catalog.STORAGE[partial].itemsize) as scratch:
+        _reduce_pass(dev, name_of("reduce_serial", A=src, O=partial), op, scratch, x_at, params, rows, chunks,
+                     SERIAL_CHUNK, row_len, SERIAL_WG)
+        _reduce_serial(dev, op, partial, dst, partial, out_at, scratch, [1, 1, 0, rows, chunks, chunks, 1], rows,
+                       chunks)
+
+
 def _reduce_pass(dev: VulkanDevice, variant: str, op: int, out_at: int, x_at: int, params: list[int], rows: int,
-                 chunks: int, chunk_len: int, row_len: int) -> None:
-    groups = rows * chunks
-    dev.dispatch(variant, (min(groups, dev.max_groups[0]), 1, 1), "<QQQIIII",
-                 (out_at, x_at, PARAMS, groups, chunks, chunk_len, row_len), params, op)
+                 chunks: int, chunk_len: int, row_len: int, invocations_per_item: int = 0) -> None:
+    """One dispatch over rows * chunks items: a workgroup each (reduce.comp), or one invocation each
+    in workgroups of ``invocations_per_item`` (reduce_serial.comp)."""
+    items = rows * chunks
+    groups = dev.groups_for(items, invocations_per_item) if invocations_per_item else min(items, dev.max_groups[0])
+    dev.dispatch(variant, (groups, 1, 1), "<QQQIIII", (out_at, x_at, PARAMS, items, chunks, chunk_len, row_len),
+                 params, op)
 
 
 def _arg_reduce(name: str) -> Callable[..., None]:
@@ -176,7 +209,9 @@ def _arg_reduce(name: str) -> Callable[..., None]:
 # ---- matmul --------------------------------------------------------------------------------------
 
 def matmul(out: Any, a: Any, b: Any) -> None:
-    """(..., M, K) @ (..., K, N); the grid is split where it exceeds the device's group counts."""
+    """(..., M, K) @ (..., K, N).  GPUs run the shared-memory tiled shader, its grid split where it
+    exceeds the device's group counts; CPU devices (lavapipe) the register-blocked one, whose lack
+    of barriers makes it several times faster there."""
     if out.size == 0:
         return
     if out.size > MAX_ELEMENTS:
@@ -188,6 +223,11 @@ def matmul(out: Any, a: Any, b: Any) -> None:
     params = [len(batch), m, n, k, a.offset, a.strides[-2], a.strides[-1], b.offset, b.strides[-2], b.strides[-1],
               *batch, *a_batch, *b_batch]
     addresses = (_flat_address(dev, out), _address(dev, a), _address(dev, b))
+    if dev.is_cpu:
+        blocks = math.prod(batch) * -(-m // MATMUL_BLOCK) * -(-n // MATMUL_BLOCK)
+        dev.dispatch(name_of("matmul_direct", A=a.dtype.name), (dev.groups_for(blocks, MATMUL_DIRECT_WG), 1, 1),
+                     "<QQQQI", (*addresses, PARAMS, blocks), params)
+        return
     grid = (-(-n // MATMUL_TILE), -(-m // MATMUL_TILE), math.prod(batch))
     limit = dev.max_groups
     for z in range(0, grid[2], limit[2]):

@@ -127,6 +127,7 @@ class VulkanDevice:
         self.lock = threading.RLock()
         self.max_groups = tuple(int(n) for n in info.max_group_count)
         self.has_float64 = bool(info.shader_float64)
+        self.is_cpu = DEVICE_TYPES.get(info.device_type) == "CPU"  # lavapipe: shaders without barriers win
         self.pool = Pool(native, int(info.max_allocation) or 1 << 31)
         self.arena = _Ring(self.pool, ARENA_BYTES)
         self.staging = _Ring(self.pool, STAGING_BYTES)
@@ -162,9 +163,9 @@ class VulkanDevice:
 
     # ---- recording -------------------------------------------------------------------------------
 
-    def groups_for(self, items: int) -> int:
+    def groups_for(self, items: int, workgroup: int = WORKGROUP) -> int:
         """Workgroups of a grid-stride 1-d kernel over ``items`` (capped by the device limit)."""
-        return max(1, min(-(-items // WORKGROUP), self.max_groups[0]))
+        return max(1, min(-(-items // workgroup), self.max_groups[0]))
 
     def dispatch(self, variant: str, groups: tuple[int, int, int], fmt: str, fields: tuple[Any, ...],
                  params: list[int] | None = None, op: int = 0) -> None:
