@@ -21,7 +21,7 @@ from typing import Any
 
 from ember_core import views
 from ember_core.autograd.grad_mode import MODE, no_grad
-from ember_core.autograd.graph import Node, attach, meta_of
+from ember_core.autograd.graph import Node, attach, edge_of, meta_of
 from ember_core.dtypes import GROUPS
 from ember_core.errors import RegistryError
 from ember_core.ops.registry import OpSchema
@@ -311,15 +311,17 @@ class Derivative:
         # per input: the tensors its formula reads (saved only when that input needs a gradient)
         self.reads = {name: [n for n in self.tensor_params if n in code.co_names] + (
             ["result"] if "result" in code.co_names else []) for name, code in self.formulas.items()}
-        self._plans: dict[tuple[str, ...], tuple[frozenset[str], bool]] = {}
+        self.grad_params = [n for n in self.tensor_params if n in self.formulas]
+        self.other_params = [n for n in self.names if n not in self.tensor_set]  # kept as they are
+        self._plans: dict[tuple[tuple[str, int], ...], tuple[tuple[str, ...], bool]] = {}
 
-    def plan(self, wanted: tuple[str, ...]) -> tuple[frozenset[str], bool]:
-        """For the inputs that need a gradient: the tensor arguments their formulas read, and
-        whether they read the result (cached: an op meets few combinations)."""
+    def plan(self, wanted: tuple[tuple[str, int], ...]) -> tuple[tuple[str, ...], bool]:
+        """For the inputs that need a gradient ((param, list index) pairs): the tensor arguments
+        their formulas read, and whether they read the result (cached: an op meets few combinations)."""
         found = self._plans.get(wanted)
         if found is None:
-            reads = {n for name in wanted for n in self.reads[name]}
-            found = self._plans[wanted] = (frozenset(reads - {"result"}), "result" in reads)
+            reads = {n for name, _ in wanted for n in self.reads[name]}
+            found = self._plans[wanted] = (tuple(n for n in self.tensor_params if n in reads), "result" in reads)
         return found
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -412,25 +414,27 @@ class FormulaNode(Node):
 
     def __init__(self, deriv: Derivative, bound: dict[str, Any], inputs: list[tuple[str, int, Tensor]],
                  result: Tensor) -> None:
-        super().__init__(deriv.name, [t for _, _, t in inputs])
+        # Node.__init__ inlined: recording is the per-op cost of autograd, so every step counts
+        self.name = deriv.name
+        self.next = tuple([edge_of(t) for _, _, t in inputs])
+        self.meta = tuple([(t._shape, t._dtype) for _, _, t in inputs])
+        self.pre_hooks = self.retained = None
+        self.released = False
         self.deriv = deriv
-        self.inputs_order = [(name, i) for name, i, _ in inputs]
-        reads, reads_result = deriv.plan(tuple([name for name, _, _ in inputs]))
+        self.inputs_order = order = tuple([(name, i) for name, i, _ in inputs])
+        reads, reads_result = deriv.plan(order)
         view = deriv.is_view  # a view's gradient reads layouts only, never the data
         keep = LayoutOf if view else saved_tensor
         saved: list[Tensor] = []
-        kept = {}
-        tensor_set = deriv.tensor_set
-        for n, value in bound.items():
-            if n in tensor_set:
-                if n not in reads:
-                    continue
-                if value.__class__ is Tensor:
-                    value = keep(value)
-                    saved.append(value)
-                elif n in deriv.list_params and isinstance(value, (list, tuple)):
-                    value = [keep(t) if isinstance(t, Tensor) else t for t in value]
-                    saved.extend([t for t in value if isinstance(t, Tensor)])
+        kept = {n: bound[n] for n in deriv.other_params}
+        for n in reads:
+            value = bound[n]
+            if value.__class__ is Tensor:
+                value = keep(value)
+                saved.append(value)
+            elif n in deriv.list_params and isinstance(value, (list, tuple)):
+                value = [keep(t) if isinstance(t, Tensor) else t for t in value]
+                saved.extend([t for t in value if isinstance(t, Tensor)])
             kept[n] = value
         self.bound = kept
         self.result_alias: Any = None
@@ -440,8 +444,7 @@ class FormulaNode(Node):
             self.result_alias = LayoutOf(result) if view else data_alias(result)
             saved.append(self.result_alias)
         self.result_meta = (result._shape, result._dtype, result._device)
-        if saved and not view:
-            self.save(saved)
+        self.saved_versions = () if view else tuple([(t, t._storage.version) for t in saved])
 
     def backward(self, grads: list[Tensor | None]) -> list[Any]:
         grad = grads[0]
@@ -484,15 +487,14 @@ class FormulaNode(Node):
 def _grad_inputs(deriv: Derivative, bound: dict[str, Any]) -> list[tuple[str, int, Tensor]]:
     """(param, index in a list param or -1, tensor) for every tensor argument that requires grad."""
     found = []
-    for name in deriv.tensor_params:
-        value = bound.get(name)
-        if name in deriv.list_params and isinstance(value, (list, tuple)):
-            for i, t in enumerate(value):
-                if isinstance(t, Tensor) and t._requires_grad:
-                    found.append((name, i, t))
-        elif isinstance(value, Tensor) and value._requires_grad:
-            found.append((name, -1, value))
-    return [f for f in found if f[0] in deriv.formulas]
+    for name in deriv.grad_params:
+        value = bound[name]
+        if isinstance(value, Tensor):
+            if value._requires_grad:
+                found.append((name, -1, value))
+        elif name in deriv.list_params and isinstance(value, (list, tuple)):
+            found.extend([(name, i, t) for i, t in enumerate(value) if isinstance(t, Tensor) and t._requires_grad])
+    return found
 
 
 def _wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -527,8 +529,10 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
                 MODE.enabled = True
             if not isinstance(result, Tensor) or result._dtype not in _INEXACT:
                 return result
-            if any(result is a for a in args):  # a no-op view returned its input: never rewrite the input's history
-                result = result._view(result._shape, result._strides, result._offset)
+            for a in args:
+                if result is a:  # a no-op view returned its input: never rewrite the input's history
+                    result = result._view(result._shape, result._strides, result._offset)
+                    break
             bound = deriv.bind(args, kwargs)
             inputs = _grad_inputs(deriv, bound)
             if inputs:

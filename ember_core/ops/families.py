@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ember_core import dispatch
 from ember_core import dtypes as dt
@@ -26,7 +26,7 @@ from ember_core.errors import (
     ShapeError,
     UnsupportedOpError,
 )
-from ember_core.ops.registry import NO_DEFAULT, OpSchema
+from ember_core.ops.registry import OpSchema
 from ember_core.plugins import MAX_NDIM
 from ember_core.tensor import Storage, Tensor, contiguous_strides
 from ember_core.views import broadcast_shapes, broadcast_to, normalize_axes, normalize_axis, permute_dims
@@ -314,68 +314,122 @@ def _bound_builder(impl: Callable[[OpSchema, Callable | None, dict[str, Any]], A
     (defaults applied, unknown names rejected) and ``impl(schema, composite, args)`` runs them."""
 
     def builder(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
-        bind = _Bound(schema)
+        bind = binder(schema)
 
         def op(*args: Any, **kwargs: Any) -> Any:
-            return impl(schema, composite, bind(args, kwargs))
+            return impl(schema, composite, bind(*args, **kwargs))
 
-        op.__signature__ = bind.signature  # type: ignore[attr-defined]
+        op.__signature__ = bind.__signature__  # type: ignore[attr-defined]
         return op
 
     return builder
 
 
-class _Bound:
-    """Binds call arguments to an op's schema: defaults applied, unknown names rejected."""
+def binder(schema: OpSchema) -> Callable[..., dict[str, Any]]:
+    """A function with the op's signature that returns its arguments by name, defaults applied.
 
-    def __init__(self, schema: OpSchema) -> None:
-        self.schema = schema
-        params = []
-        for p in schema.params:
-            kind = (inspect.Parameter.POSITIONAL_ONLY if p.positional_only else
-                    inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD)
-            default = inspect.Parameter.empty if p.default is NO_DEFAULT else p.default
-            params.append(inspect.Parameter(p.name, kind, default=default))
-        self.signature = inspect.Signature(params)
+    Generated from the schema so that CPython itself binds the call (inspect.Signature.bind
+    costs tens of microseconds per call); a bad call raises TypeError naming the op's signature."""
+    parts: list[str] = []
+    defaults: dict[str, Any] = {}
+    for i, p in enumerate(schema.params):
+        if p.keyword_only and "*" not in parts:
+            parts.append("*")
+        if p.required:
+            parts.append(p.name)
+        else:
+            defaults[f"_default{i}"] = p.default
+            parts.append(f"{p.name}=_default{i}")
+        if p.positional_only and not (i + 1 < len(schema.params) and schema.params[i + 1].positional_only):
+            parts.append("/")
+    names = ", ".join(f"{p.name!r}: {p.name}" for p in schema.params)
+    source = f"def {schema.name}({', '.join(parts)}):\n    return {{{names}}}\n"
+    exec(compile(source, f"<{schema.file}: {schema.name}>", "exec"), defaults)
+    bind = defaults[schema.name]
 
-    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def checked(*args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
-            bound = self.signature.bind(*args, **kwargs)
+            return bind(*args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"{self.schema.name}{self.schema.signature_text}: {exc}") from None
-        bound.apply_defaults()
-        return bound.arguments
+            raise TypeError(f"{schema.name}{schema.signature_text}: {exc}") from None
+
+    checked.__signature__ = inspect.signature(bind)  # type: ignore[attr-defined]
+    return checked
 
 
-@_bound_builder
-def build_reduction(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -> Tensor:
-    x = as_tensor_arg(schema, a["x"])
-    axes = normalize_axes(a.get("axis"), x.ndim)
-    keepdims = bool(a.get("keepdims", False))
-    out_dtype = _reduction_dtype(schema, x._dtype, a.get("dtype"))
-    if composite is not None and dispatch.choose(schema.name, x._device.type, out_dtype, True,
-                                                 schema.fallback).how == "composite":
-        dispatch.note_composite(schema.name, x._device.type, out_dtype)
-        return composite(**a)
-    if schema.result == "accumulate":  # sum/prod: bool and integers accumulate in int64
-        x = cast(x, out_dtype)
-    check_dtype(schema, x._dtype)
-    if schema.result != "bool" and x._dtype is not out_dtype:
-        x = cast(x, out_dtype)
-    if schema.name in ("max", "min") and any(x._shape[i] == 0 for i in axes):
-        raise ShapeError(f"{schema.name} of an empty slice has no identity: shape {x._shape}, axes {axes}")
-    kept = tuple(i for i in range(x.ndim) if i not in axes)
-    kept_shape = tuple(x._shape[i] for i in kept)
-    xp = permute_dims(x, kept + axes)
-    if xp.ndim > MAX_NDIM:  # more dims than a kernel descriptor holds: reduce one flat dim instead
-        xp = xp.reshape((math.prod(kept_shape), -1))
-    out = empty(kept_shape if xp.ndim == x.ndim else xp._shape[:1], out_dtype, x._device)
-    run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,),
-        {"axes": tuple(range(out.ndim, xp.ndim))})
-    out = out.reshape(kept_shape)
-    if keepdims:
-        out = out.reshape(tuple(1 if i in axes else n for i, n in enumerate(x._shape)))
-    return out
+class _ReductionPlan(NamedTuple):
+    composite: bool  # the op runs as its composite (a provider excluded, say)
+    compute: dt.DType  # the input's dtype for the kernel
+    out_dtype: dt.DType
+    order: tuple[int, ...] | None  # kept axes then reduced ones; None when already in that order
+    flat: tuple[int, ...] | None  # one flat kept dim when there are more than a descriptor holds
+    out_shape: tuple[int, ...]
+    attrs: dict[str, Any]
+    result_shape: tuple[int, ...]  # with keepdims' ones
+    choice: dispatch.Choice | None
+
+
+def build_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
+    """Reductions over axes.  The plan for a (dtype, shape, device, axis, keepdims, dtype
+    argument) is cached, so a repeated call allocates and calls the kernel."""
+    bind = binder(schema)
+    plans: dict[tuple[Any, ...], _ReductionPlan] = dispatch.plan_cache()
+
+    def plan(x: Tensor, axis: Any, keepdims: bool, requested: Any) -> _ReductionPlan:
+        axes = normalize_axes(axis, x.ndim)
+        out_dtype = _reduction_dtype(schema, x._dtype, requested)
+        if composite is not None and dispatch.choose(schema.name, x._device.type, out_dtype, True,
+                                                     schema.fallback).how == "composite":
+            return _ReductionPlan(True, x._dtype, out_dtype, None, None, (), {}, (), None)
+        accumulate = schema.result == "accumulate"  # sum/prod: bool and integers accumulate in int64
+        check_dtype(schema, out_dtype if accumulate else x._dtype)
+        compute = x._dtype if schema.result == "bool" else out_dtype
+        if schema.name in ("max", "min") and any(x._shape[i] == 0 for i in axes):
+            raise ShapeError(f"{schema.name} of an empty slice has no identity: shape {x._shape}, axes {axes}")
+        kept = tuple(i for i in range(x.ndim) if i not in axes)
+        kept_shape = tuple(x._shape[i] for i in kept)
+        order = kept + axes
+        flat = None
+        if x.ndim > MAX_NDIM:  # more dims than a kernel descriptor holds: reduce one flat dim instead
+            flat = (math.prod(kept_shape), -1)
+        out_shape = (math.prod(kept_shape),) if flat is not None else kept_shape
+        result_shape = tuple(1 if i in axes else n for i, n in enumerate(x._shape)) if keepdims else kept_shape
+        return _ReductionPlan(False, compute, out_dtype, None if order == tuple(range(x.ndim)) else order, flat,
+                              out_shape, {"axes": tuple(range(len(out_shape), x.ndim if flat is None else 2))},
+                              result_shape, resolve(schema, x._device, compute, None))
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        a = bind(*args, **kwargs)
+        x = a["x"]
+        if x.__class__ is not Tensor:
+            x = as_tensor_arg(schema, x)
+        axis, keepdims, requested = a["axis"], bool(a["keepdims"]), a.get("dtype")
+        if axis.__class__ is list:
+            axis = tuple(axis)
+        key = (x._dtype, x._shape, x._device, axis, keepdims, requested, _state.prefs or dispatch.current())
+        try:
+            p = plans.get(key)
+        except TypeError:  # an unhashable axis (an array, say): planned afresh
+            p = plan(x, axis, keepdims, requested)
+        if p is None:
+            if len(plans) > 4096:
+                plans.clear()
+            p = plans[key] = plan(x, axis, keepdims, requested)
+        if p.composite:
+            dispatch.note_composite(schema.name, x._device.type, p.out_dtype)
+            return composite(**a)
+        if x._dtype is not p.compute:
+            x = cast(x, p.compute)
+        if p.order is not None:
+            x = permute_dims(x, p.order)
+        if p.flat is not None:
+            x = x.reshape(p.flat)
+        out = empty(p.out_shape, p.out_dtype, x._device)
+        run(schema, p.choice, (out,), (x,), p.attrs)
+        return out if p.result_shape == p.out_shape else out.reshape(p.result_shape)
+
+    op.__signature__ = bind.__signature__  # type: ignore[attr-defined]
+    return op
 
 
 def _reduction_dtype(schema: OpSchema, dtype: dt.DType, requested: Any) -> dt.DType:

@@ -18,8 +18,8 @@ from ember_core.errors import DTypeError, RegistryError, ShapeError
 from ember_core.ops import nn_composites as geometry
 from ember_core.ops.families import (
     BUILDERS,
-    _Bound,
     as_tensor_arg,
+    binder,
     check_dtype,
     empty,
     resolve,
@@ -200,46 +200,16 @@ _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
 }
 
 
-class _Binder:
-    """Binds a call to the op's signature (defaults applied, wrong names and counts rejected):
-    what ``inspect.Signature.bind`` does, in a few microseconds instead of tens."""
-
-    def __init__(self, schema: OpSchema) -> None:
-        self.schema = schema
-        self.positional = tuple(p.name for p in schema.params if not p.keyword_only)
-        self.by_keyword = frozenset(p.name for p in schema.params if not p.positional_only)
-        self.defaults = {p.name: p.default for p in schema.params if not p.required}
-        self.required = tuple(p.name for p in schema.params if p.required)
-
-    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        if len(args) > len(self.positional):
-            self._fail(f"takes at most {len(self.positional)} positional arguments, got {len(args)}")
-        bound = {**self.defaults, **dict(zip(self.positional, args))}
-        for name, value in kwargs.items():
-            if name not in self.by_keyword:
-                self._fail(f"got an unexpected keyword argument {name!r}")
-            if name in self.positional[:len(args)]:
-                self._fail(f"got multiple values for argument {name!r}")
-            bound[name] = value
-        missing = [name for name in self.required if name not in bound]
-        if missing:
-            self._fail(f"missing required argument(s) {missing}")
-        return bound
-
-    def _fail(self, problem: str) -> None:
-        raise TypeError(f"{self.schema.name}{self.schema.signature_text}: {problem}")
-
-
 def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
     prepare = _PREPARE.get(schema.name)
     if prepare is None or composite is None:
         raise RegistryError(f"{schema.file}: op {schema.name!r} of family {schema.family!r}: the nn families serve "
                             f"only the ops of ember_core/ops/nn.toml, each with a composite")
-    bind = _Binder(schema)
+    bind = binder(schema)
     positional_only = [p.name for p in schema.params if p.positional_only]
 
     def op(*args: Any, **kwargs: Any) -> Any:
-        a = bind(args, kwargs)
+        a = bind(*args, **kwargs)
         call = prepare(schema, a)
         first = call.ins[0]
         device, dtype = first._device, first._dtype
@@ -252,7 +222,7 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
         dispatch.note_composite(schema.name, device.type, dtype)
         return composite(*(a[name] for name in positional_only), **call.composite_kwargs)
 
-    op.__signature__ = _Bound(schema).signature  # type: ignore[attr-defined]
+    op.__signature__ = bind.__signature__  # type: ignore[attr-defined]
     return op
 
 

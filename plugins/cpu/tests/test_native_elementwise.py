@@ -367,13 +367,19 @@ def test_binary(op: str, dt: str):
     code = getattr(lib, f"EMBER_CPU_BINARY_{op.upper()}")
     n = sa.size - 4
     out = np.zeros(n + 1, STORAGE[out_dt])
-    check(lib.ember_cpu_binary_contig(code, CODE[dt], n, ptr(out), 1, ptr(sa), 4, ptr(sb), 2))
+    check(lib.ember_cpu_binary_flat(code, CODE[dt], n, ptr(out), 1, ptr(sa), 4, 1, ptr(sb), 2, 1))
     assert_values(out[1:], binary_ref(op, decode(sa[4:], dt), decode(sb[2 : 2 + n], dt), dt), out_dt, tol_scale)
     if out_dt == dt:
         a = sa.copy()
         want = binary_ref(op, decode(a, dt), decode(sb, dt), dt)
-        check(lib.ember_cpu_binary_contig(code, CODE[dt], a.size, ptr(a), 0, ptr(a), 0, ptr(sb), 0))
+        check(lib.ember_cpu_binary_flat(code, CODE[dt], a.size, ptr(a), 0, ptr(a), 0, 1, ptr(sb), 0, 1))
         assert_values(a, want, dt, tol_scale)
+    # one input repeating one element (step 0), on either side
+    out = np.zeros(n, STORAGE[out_dt])
+    check(lib.ember_cpu_binary_flat(code, CODE[dt], n, ptr(out), 0, ptr(sa), 4, 1, ptr(sb), 3, 0))
+    assert_values(out, binary_ref(op, decode(sa[4:], dt), np.repeat(decode(sb[3:4], dt), n), dt), out_dt, tol_scale)
+    check(lib.ember_cpu_binary_flat(code, CODE[dt], n, ptr(out), 0, ptr(sa), 3, 0, ptr(sb), 2, 1))
+    assert_values(out, binary_ref(op, np.repeat(decode(sa[3:4], dt), n), decode(sb[2 : 2 + n], dt), dt), out_dt, tol_scale)
 
 
 # ---- integer edge cases: no traps, defined results -----------------------------------------------
@@ -614,11 +620,14 @@ def test_unsupported_and_invalid_arguments():
         assert lib.ember_cpu_unary_contig(op, lib.EMBER_FLOAT32, 4, ptr(fout), 0, ptr(fx), 0) == bad
     for op in (-1, lib.EMBER_CPU_BINARY_COUNT):
         assert lib.ember_cpu_binary(op, tdesc(fout, "float32"), tdesc(fx, "float32"), tdesc(fx, "float32")) == bad
-        assert lib.ember_cpu_binary_contig(op, lib.EMBER_FLOAT32, 4, ptr(fout), 0, ptr(fx), 0, ptr(fx), 0) == bad
+        assert lib.ember_cpu_binary_flat(op, lib.EMBER_FLOAT32, 4, ptr(fout), 0, ptr(fx), 0, 1, ptr(fx), 0, 1) == bad
+    for step in (-1, 2):
+        assert lib.ember_cpu_binary_flat(lib.EMBER_CPU_BINARY_ADD, lib.EMBER_FLOAT32, 4, ptr(fout), 0, ptr(fx), 0,
+                                         step, ptr(fx), 0, 1) == bad  # fmt: skip
     for dtype in (-1, 12, 99):
         assert lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_NEGATIVE, dtype, 4, ptr(fout), 0, ptr(fx), 0) == bad
         assert (
-            lib.ember_cpu_binary_contig(lib.EMBER_CPU_BINARY_ADD, dtype, 4, ptr(fout), 0, ptr(fx), 0, ptr(fx), 0) == bad
+            lib.ember_cpu_binary_flat(lib.EMBER_CPU_BINARY_ADD, dtype, 4, ptr(fout), 0, ptr(fx), 0, 1, ptr(fx), 0, 1) == bad
         )
         t = tdesc(fx, "float32")
         t.dtype = dtype
@@ -667,7 +676,7 @@ def test_unsupported_and_invalid_arguments():
         lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_NEGATIVE, lib.EMBER_FLOAT32, 0, ffi.NULL, 5, ffi.NULL, 7) == ok
     )
     assert (
-        lib.ember_cpu_binary_contig(lib.EMBER_CPU_BINARY_ADD, lib.EMBER_INT8, 0, ffi.NULL, 1, ffi.NULL, 2, ffi.NULL, 3)
+        lib.ember_cpu_binary_flat(lib.EMBER_CPU_BINARY_ADD, lib.EMBER_INT8, 0, ffi.NULL, 1, ffi.NULL, 2, 1, ffi.NULL, 3, 0)
         == ok
     )
     empty = tdesc(np.zeros((3, 0), np.float32), "float32")
@@ -684,8 +693,8 @@ def test_large_contiguous_and_streaming():
     a = rng.standard_normal(n + 5).astype(np.float32)
     b = rng.standard_normal(n + 5).astype(np.float32)
     out = np.zeros(n + 3, np.float32)
-    check(lib.ember_cpu_binary_contig(lib.EMBER_CPU_BINARY_ADD, lib.EMBER_FLOAT32, n, ptr(out), 3, ptr(a), 1,
-                                      ptr(b), 5))  # fmt: skip
+    check(lib.ember_cpu_binary_flat(lib.EMBER_CPU_BINARY_ADD, lib.EMBER_FLOAT32, n, ptr(out), 3, ptr(a), 1, 1,
+                                    ptr(b), 5, 1))  # fmt: skip
     np.testing.assert_array_equal(out[3:], a[1 : n + 1] + b[5:])
     assert not out[:3].any()
     # 16-byte outputs, strided descriptors that are contiguous

@@ -147,7 +147,8 @@ static inline void ew_call_maybe_streaming(const ew_kernel *k, int nops, int str
     else if (n > 0) ew_call(k, n, p, s);
 }
 
-/* Flat run over contiguous operands: p[k] are element-0 byte pointers, isz[k] itemsizes. */
+/* Flat run over contiguous operands: p[k] are element-0 byte pointers, isz[k] itemsizes (0 for an
+ * input that repeats one element). */
 static void ew_run_flat(const ew_kernel *k, int nops, int64_t n, char *const *p, const int64_t *isz)
 {
     int stream = ew_want_stream(nops, p, n * isz[0], isz[0]);
@@ -304,19 +305,20 @@ int ember_cpu_unary_contig(int op, int dtype, int64_t n, void *out, int64_t out_
     return EMBER_OK;
 }
 
-int ember_cpu_binary_contig(int op, int dtype, int64_t n, void *out, int64_t out_off, const void *a,
-                            int64_t a_off, const void *b, int64_t b_off)
+int ember_cpu_binary_flat(int op, int dtype, int64_t n, void *out, int64_t out_off, const void *a,
+                          int64_t a_off, int a_step, const void *b, int64_t b_off, int b_step)
 {
-    if (op < 0 || op >= EMBER_CPU_BINARY_COUNT || !ew_dtype_ok(dtype) || n < 0)
+    if (op < 0 || op >= EMBER_CPU_BINARY_COUNT || !ew_dtype_ok(dtype) || n < 0 || (a_step != 0 && a_step != 1) ||
+        (b_step != 0 && b_step != 1))
         return EMBER_ERR_INVALID_ARGUMENT;
     ember_ew_loop2 f = ember_ew_binary_loops[op][dtype];
     if (!f) return EMBER_ERR_UNSUPPORTED;
     if (n == 0) return EMBER_OK;
-    int64_t isz[EMBER_ITER_MAX] = {ember_itemsize[ember_ew_binary_result[op][dtype]], ember_itemsize[dtype],
-                                   ember_itemsize[dtype]};
-    char *p[EMBER_ITER_MAX] = {(char *)out + out_off * isz[0], (char *)a + a_off * isz[1], (char *)b + b_off * isz[2]};
+    const int64_t isz = ember_itemsize[dtype];
+    int64_t s[EMBER_ITER_MAX] = {ember_itemsize[ember_ew_binary_result[op][dtype]], isz * a_step, isz * b_step};
+    char *p[EMBER_ITER_MAX] = {(char *)out + out_off * s[0], (char *)a + a_off * isz, (char *)b + b_off * isz};
     ew_kernel k = {.kind = 2, .u.f2 = f};
-    ew_run_flat(&k, 3, n, p, isz);
+    ew_run_flat(&k, 3, n, p, s);
     return EMBER_OK;
 }
 

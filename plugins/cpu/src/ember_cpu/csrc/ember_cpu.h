@@ -44,11 +44,12 @@ int ember_cpu_fill(const ember_tensor *dst, double re, double im, int64_t ival);
 int ember_cpu_unary(int op, const ember_tensor *out, const ember_tensor *x);
 int ember_cpu_binary(int op, const ember_tensor *out, const ember_tensor *a, const ember_tensor *b);
 /* The same ops over n contiguous elements starting at element offsets *_off of each buffer; the
- * core calls these when every operand is contiguous with one shape: the per-op hot path. */
+ * core calls these when every operand is contiguous with one shape: the per-op hot path.  An
+ * input of the binary form may instead repeat one element (step 0: x * 2.0, x + bias scalar). */
 int ember_cpu_unary_contig(int op, int dtype, int64_t n, void *out, int64_t out_off,
                            const void *x, int64_t x_off);
-int ember_cpu_binary_contig(int op, int dtype, int64_t n, void *out, int64_t out_off,
-                            const void *a, int64_t a_off, const void *b, int64_t b_off);
+int ember_cpu_binary_flat(int op, int dtype, int64_t n, void *out, int64_t out_off, const void *a,
+                          int64_t a_off, int a_step, const void *b, int64_t b_off, int b_step);
 /* out = cond ? a : b; cond is bool; a, b and out share a dtype; all have out's shape. */
 int ember_cpu_where(const ember_tensor *out, const ember_tensor *cond, const ember_tensor *a,
                     const ember_tensor *b);
