@@ -51,3 +51,18 @@ def vk():
             yield em.as_device("vulkan:0")
     finally:
         em.set_default_device(previous)
+
+
+@pytest.fixture(params=["cpu-device-shaders", "gpu-shaders"])
+def shader_family(request, vk):
+    """Runs a test with the shaders CPU devices (lavapipe) get and again with the ones GPUs get,
+    so that CI on lavapipe checks both."""
+    from ember_vulkan import runtime
+
+    dev = runtime.device(vk.index)
+    saved = dev.is_cpu
+    dev.is_cpu = request.param == "cpu-device-shaders"
+    try:
+        yield
+    finally:
+        dev.is_cpu = saved

@@ -13,6 +13,7 @@ from tolerances import LAYOUTS, assert_close, make_tensor, to_numpy
 
 import ember_core as em
 
+pytestmark = pytest.mark.usefixtures("shader_family")  # both elementwise walks: runs of 16 and of 1
 RNG = np.random.default_rng(1234)
 SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-6, -1e-6, 0.5, -0.5]
 _NUMPY_NAMES = {"bitwise_invert": "invert", "bitwise_and": "bitwise_and", "asin": "arcsin", "acos": "arccos",

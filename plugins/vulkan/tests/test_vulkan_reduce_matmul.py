@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from ember_vulkan import catalog, runtime
+from ember_vulkan import catalog
 from tolerances import assert_close, eps, make_tensor, to_numpy
 
 import ember_core as em
@@ -18,15 +18,7 @@ import ember_core as em
 RNG = np.random.default_rng(99)
 
 
-@pytest.fixture(autouse=True, params=["cpu-device-shaders", "gpu-shaders"])
-def shader_family(request, vk):
-    dev = runtime.device(vk.index)
-    saved = dev.is_cpu
-    dev.is_cpu = request.param == "cpu-device-shaders"
-    try:
-        yield
-    finally:
-        dev.is_cpu = saved
+pytestmark = pytest.mark.usefixtures("shader_family")
 
 
 def _values(dtype: str, shape: tuple[int, ...]) -> np.ndarray:

@@ -26,6 +26,7 @@ from ember_vulkan.runtime import MAX_ELEMENTS, PARAMS, VulkanDevice
 
 REDUCE_CHUNK = 4096  # elements of one row a workgroup reduces before a second pass combines them
 SERIAL_CHUNK = 256  # elements one invocation of reduce_serial.comp sums in order (and rows that short use it)
+ELEMENTWISE_RUN = 16  # innermost-dim elements one elementwise invocation walks on CPU devices (1 on GPUs)
 SERIAL_WG = 64  # workgroup size of reduce_serial.comp
 MATMUL_TILE = 64  # output tile of matmul.comp
 MATMUL_BLOCK = 4  # output block one invocation of matmul_direct.comp keeps in registers
@@ -57,7 +58,7 @@ def _flat_address(dev: VulkanDevice, t: Any) -> int:
 
 def _elementwise(variant: str, op: int, out: Any, *ins: Any) -> None:
     """One strided dispatch over out's elements: params are [ndim, shape, then offset and strides
-    of out and of each input]."""
+    of out and of each input]; an invocation walks up to ``run`` elements of the innermost dim."""
     n = out.size
     if n == 0:
         return
@@ -70,8 +71,11 @@ def _elementwise(variant: str, op: int, out: Any, *ins: Any) -> None:
     params = [len(shape), *shape]
     for t, st in zip(tensors, strides):
         params += [t.offset, *st]
-    fmt = "<" + "Q" * (len(tensors) + 1) + "I"
-    dev.dispatch(variant, (dev.groups_for(n), 1, 1), fmt, (*addresses, PARAMS, n), params, op)
+    inner = shape[-1] if shape else 1
+    run = ELEMENTWISE_RUN if dev.is_cpu else 1
+    items = n // inner * -(-inner // run)
+    fmt = "<" + "Q" * (len(tensors) + 1) + "II"
+    dev.dispatch(variant, (dev.groups_for(items), 1, 1), fmt, (*addresses, PARAMS, n, run), params, op)
 
 
 # ---- elementwise families ------------------------------------------------------------------------

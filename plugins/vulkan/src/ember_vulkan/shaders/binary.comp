@@ -2,16 +2,15 @@
 // broadcast to out's shape (stride 0 on broadcast dims).
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const int OP = 0;
-layout(push_constant) uniform Push { uint64_t out_addr, a_addr, b_addr, params_addr; uint n; } pc;
+layout(push_constant) uniform Push { uint64_t out_addr, a_addr, b_addr, params_addr; uint n, run; } pc;
 
 #include "binary_ops.glsl"
 
-void main() {
-    Params p = Params(pc.params_addr);
-    int ndim = p.v[0];
-    for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += gl_NumWorkGroups.x * WG) {
-        A_T a = A_LOAD(A_BUF(pc.a_addr).v[operand_offset(p, ndim, 1, i)]);
-        B_T b = B_LOAD(B_BUF(pc.b_addr).v[operand_offset(p, ndim, 2, i)]);
-        O_BUF(pc.out_addr).v[operand_offset(p, ndim, 0, i)] = O_STORE(apply(a, b));
-    }
+#define OPERANDS 3
+void element(int at[OPERANDS]) {
+    A_T a = A_LOAD(A_BUF(pc.a_addr).v[at[1]]);
+    B_T b = B_LOAD(B_BUF(pc.b_addr).v[at[2]]);
+    O_BUF(pc.out_addr).v[at[0]] = O_STORE(apply(a, b));
 }
+
+#include "elementwise_walk.glsl"
