@@ -100,6 +100,7 @@ REDUCE: dict[str, tuple[tuple[str, ...], str]] = {
 }
 ARG_REDUCE = ("argmax", "argmin")
 MATMUL_DTYPES = NUMERIC
+MATMUL_DIRECT_BLOCKS = (8, 16)  # register blocks (RB x RB outputs per invocation) of matmul_direct.comp
 RANDOM = {"random_uniform": FLOATS, "random_normal": FLOATS, "random_integers": ("bool", *INTS)}
 FILL_WIDTHS = {1: ("BufU8", "uint8_t"), 2: ("BufU16", "uint16_t"), 4: ("BufU32", "uint"), 8: ("BufU64", "uint64_t")}
 
@@ -166,7 +167,8 @@ def variants() -> list[Variant]:
                 add(_v(template, {"A": partial, "O": partial}))
     for d in MATMUL_DTYPES:
         add(_v("matmul", {"A": d}))
-        add(_v("matmul_direct", {"A": d}))
+        for block in MATMUL_DIRECT_BLOCKS:
+            add(Variant(name_of(f"matmul_direct{block}", A=d), "matmul_direct", (("A", d),), (("RB", str(block)),)))
     for kind, dtypes in RANDOM.items():
         for d in dtypes:
             add(_v(kind, {"O": d}))

@@ -29,8 +29,7 @@ SERIAL_CHUNK = 256  # elements one invocation of reduce_serial.comp sums in orde
 ELEMENTWISE_RUN = 16  # innermost-dim elements one elementwise invocation walks on CPU devices (1 on GPUs)
 SERIAL_WG = 64  # workgroup size of reduce_serial.comp
 MATMUL_TILE = 64  # output tile of matmul.comp
-MATMUL_BLOCK = 4  # output block one invocation of matmul_direct.comp keeps in registers
-MATMUL_DIRECT_WG = 64  # its workgroup size
+MATMUL_DIRECT_WG = 16  # workgroup size of matmul_direct.comp (small: lavapipe spreads workgroups over its threads)
 
 
 # ---- validation and layout --------------------------------------------------------------------
@@ -228,9 +227,11 @@ def matmul(out: Any, a: Any, b: Any) -> None:
               *batch, *a_batch, *b_batch]
     addresses = (_flat_address(dev, out), _address(dev, a), _address(dev, b))
     if dev.is_cpu:
-        blocks = math.prod(batch) * -(-m // MATMUL_BLOCK) * -(-n // MATMUL_BLOCK)
-        dev.dispatch(name_of("matmul_direct", A=a.dtype.name), (dev.groups_for(blocks, MATMUL_DIRECT_WG), 1, 1),
-                     "<QQQQI", (*addresses, PARAMS, blocks), params)
+        small, large = catalog.MATMUL_DIRECT_BLOCKS
+        block = large if math.prod(batch) * (m // large) * (n // large) >= MATMUL_DIRECT_WG else small
+        blocks = math.prod(batch) * -(-m // block) * -(-n // block)
+        dev.dispatch(name_of(f"matmul_direct{block}", A=a.dtype.name),
+                     (dev.groups_for(blocks, MATMUL_DIRECT_WG), 1, 1), "<QQQQI", (*addresses, PARAMS, blocks), params)
         return
     grid = (-(-n // MATMUL_TILE), -(-m // MATMUL_TILE), math.prod(batch))
     limit = dev.max_groups

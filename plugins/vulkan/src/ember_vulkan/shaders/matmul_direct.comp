@@ -3,17 +3,15 @@
 // 4 x 4 block of out in registers and reads its operands straight from memory.  The params
 // block and its layout are matmul.comp's; invocations walk blocks in (batch, row block, column
 // block) order with a grid-stride loop.
-layout(local_size_x = 64) in;
+layout(local_size_x = 16) in;
 layout(push_constant) uniform Push { uint64_t out_addr, a_addr, b_addr, params_addr; uint blocks; } pc;
-
-#define RB 4
 
 void main() {
     Params p = Params(pc.params_addr);
     int nb = p.v[0], M = p.v[1], N = p.v[2], K = p.v[3];
     int a_sm = p.v[5], a_sk = p.v[6], b_sk = p.v[8], b_sn = p.v[9];
     uint col_blocks = uint(N + RB - 1) / RB, row_blocks = uint(M + RB - 1) / RB;
-    for (uint g = gl_GlobalInvocationID.x; g < pc.blocks; g += gl_NumWorkGroups.x * 64u) {
+    for (uint g = gl_GlobalInvocationID.x; g < pc.blocks; g += gl_NumWorkGroups.x * 16u) {
         uint batch = g / (row_blocks * col_blocks), rest = g % (row_blocks * col_blocks);
         int row0 = int(rest / col_blocks) * RB, col0 = int(rest % col_blocks) * RB;
         int a_at = p.v[4] + strided_offset(p, 10, 10 + nb, nb, batch);
