@@ -379,7 +379,8 @@ def test_binary(op: str, dt: str):
     check(lib.ember_cpu_binary_flat(code, CODE[dt], n, ptr(out), 0, ptr(sa), 4, 1, ptr(sb), 3, 0))
     assert_values(out, binary_ref(op, decode(sa[4:], dt), np.repeat(decode(sb[3:4], dt), n), dt), out_dt, tol_scale)
     check(lib.ember_cpu_binary_flat(code, CODE[dt], n, ptr(out), 0, ptr(sa), 3, 0, ptr(sb), 2, 1))
-    assert_values(out, binary_ref(op, np.repeat(decode(sa[3:4], dt), n), decode(sb[2 : 2 + n], dt), dt), out_dt, tol_scale)
+    want = binary_ref(op, np.repeat(decode(sa[3:4], dt), n), decode(sb[2 : 2 + n], dt), dt)
+    assert_values(out, want, out_dt, tol_scale)
 
 
 # ---- integer edge cases: no traps, defined results -----------------------------------------------
@@ -626,9 +627,8 @@ def test_unsupported_and_invalid_arguments():
                                          step, ptr(fx), 0, 1) == bad  # fmt: skip
     for dtype in (-1, 12, 99):
         assert lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_NEGATIVE, dtype, 4, ptr(fout), 0, ptr(fx), 0) == bad
-        assert (
-            lib.ember_cpu_binary_flat(lib.EMBER_CPU_BINARY_ADD, dtype, 4, ptr(fout), 0, ptr(fx), 0, 1, ptr(fx), 0, 1) == bad
-        )
+        add = lib.EMBER_CPU_BINARY_ADD
+        assert lib.ember_cpu_binary_flat(add, dtype, 4, ptr(fout), 0, ptr(fx), 0, 1, ptr(fx), 0, 1) == bad
         t = tdesc(fx, "float32")
         t.dtype = dtype
         assert lib.ember_cpu_unary(lib.EMBER_CPU_UNARY_NEGATIVE, tdesc(fout, "float32"), t) == bad
@@ -675,10 +675,8 @@ def test_unsupported_and_invalid_arguments():
     assert (
         lib.ember_cpu_unary_contig(lib.EMBER_CPU_UNARY_NEGATIVE, lib.EMBER_FLOAT32, 0, ffi.NULL, 5, ffi.NULL, 7) == ok
     )
-    assert (
-        lib.ember_cpu_binary_flat(lib.EMBER_CPU_BINARY_ADD, lib.EMBER_INT8, 0, ffi.NULL, 1, ffi.NULL, 2, 1, ffi.NULL, 3, 0)
-        == ok
-    )
+    add, int8 = lib.EMBER_CPU_BINARY_ADD, lib.EMBER_INT8
+    assert lib.ember_cpu_binary_flat(add, int8, 0, ffi.NULL, 1, ffi.NULL, 2, 1, ffi.NULL, 3, 0) == ok
     empty = tdesc(np.zeros((3, 0), np.float32), "float32")
     empty.data = ffi.NULL
     assert lib.ember_cpu_fill(empty, 1.0, 0, 0) == ok

@@ -44,6 +44,7 @@ def test_in_place_weight_update_gives_new_results(rng, write):
     b = em.asarray(rng.standard_normal(3).astype(np.float32))
     w = em.asarray(w0)
     ex = em.asarray(x)
+    declined = ember_xnnpack.cache_info()["declined"]
     em.linear(ex, w, b)
     if write == "row":
         w[0] = em.asarray(np.ones(8, np.float32))
@@ -54,6 +55,34 @@ def test_in_place_weight_update_gives_new_results(rng, write):
     out = em.linear(ex, w, b)
     magnitude = ref.linear(np.abs(x), np.abs(w0), np.abs(b.numpy()))
     ref.assert_close_dot(out.numpy(), ref.linear(x, w0, b.numpy()), magnitude)
+    info = ember_xnnpack.cache_info()
+    assert info["entries"] == 0 and info["declined"] == declined + 1  # weights in training: ember-cpu runs it
+
+
+def test_linear_weights_in_training_are_not_packed_until_they_settle(rng):
+    x = em.asarray(rng.standard_normal((4, 6)).astype(np.float32))
+    w = em.asarray(rng.standard_normal((3, 6)).astype(np.float32))
+    em.linear(x, w)
+    before = ember_xnnpack.cache_info()
+    for _ in range(3):  # an optimizer step between calls, as in training
+        w -= w * 0.1
+        out = em.linear(x, w)
+        np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-5)
+    em.linear(x, w)  # unchanged since the previous call: packed again...
+    em.linear(x, w)  # ...and reused
+    after = ember_xnnpack.cache_info()
+    assert after["declined"] - before["declined"] == 3 and _delta(before, after) == {
+        "hits": 1, "misses": 1, "evictions": 0}
+    assert after["entries"] == 1
+
+
+def test_a_changed_conv_weight_replaces_its_operator(rng):
+    x = em.asarray(rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+    w = em.asarray(rng.standard_normal((3, 2, 3, 3)).astype(np.float32))
+    em.conv2d(x, w)
+    w *= 2.0
+    want = ref.conv2d(x.numpy(), w.numpy(), None)
+    np.testing.assert_allclose(em.conv2d(x, w).numpy(), want, rtol=1e-4, atol=1e-4)
     assert ember_xnnpack.cache_info()["entries"] == 1  # the stale operator was replaced, not kept
 
 

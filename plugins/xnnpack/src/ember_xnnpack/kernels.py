@@ -67,14 +67,16 @@ def _bias_args(bias: Any) -> tuple[Any, int]:
 
 
 def _run(params: Any, weights: tuple[Any, ...], create: Callable[[Any], int], run: Callable[[Any, Any], int],
-         what: str) -> Any:
+         what: str, decline_training: bool = False) -> Any:
     """Look up (or create) the cached operator, then run it; NotImplemented if XNNPACK refused the
-    parameters or an input holds special values."""
+    parameters, an input holds special values, or (``decline_training``) the weights are being trained."""
     with runtime.LOCK:
         pool = runtime.pool()
         try:
-            op = CACHE.operator(params, weights, lambda: _create(what, create))
+            op = CACHE.operator(params, weights, lambda: _create(what, create), decline_training)
         except _Refused:
+            return NotImplemented
+        if op is None:
             return NotImplemented
         status = run(op, pool)
     if status == lib.EXN_STATUS_SPECIAL_VALUES:
@@ -171,7 +173,9 @@ def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) 
         return lib.exn_linear_run(op, pool, rows, features, out_features, x._storage.handle, x._offset,
                                   out._storage.handle, out._offset)
 
-    return _run(("linear", activation), (weight, bias), create, run, "linear")
+    # Packing a layer's weights costs about as much as one product at training batch sizes, and
+    # ember-cpu's GEMM matches XNNPACK's there: weights that change every step are not packed.
+    return _run(("linear", activation), (weight, bias), create, run, "linear", decline_training=True)
 
 
 # ---- pooling ----------------------------------------------------------------------------------

@@ -336,16 +336,18 @@ typedef struct {
             const uint8_t *c = (const uint8_t *)p[1];                                            \
             const T *a = (const T *)p[2], *b = (const T *)p[3];                                  \
             for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : b[i];                           \
-        } else if (s[0] == (int64_t)sizeof(T) && s[1] == 1 && s[3] == 0) {                       \
+        } else if (s[0] == (int64_t)sizeof(T) && s[1] == 1 && s[2] == (int64_t)sizeof(T) &&      \
+                   s[3] == 0) { /* relu's backward: where(x > 0, grad, 0), a branch-free blend */ \
             T *o = (T *)p[0];                                                                    \
             const uint8_t *c = (const uint8_t *)p[1];                                            \
-            const T bv = *(const T *)p[3];                                                       \
-            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? *(const T *)(p[2] + i * s[2]) : bv;    \
-        } else if (s[0] == (int64_t)sizeof(T) && s[1] == 1 && s[2] == 0) {                       \
+            const T *a = (const T *)p[2], bv = *(const T *)p[3];                                 \
+            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : bv;                             \
+        } else if (s[0] == (int64_t)sizeof(T) && s[1] == 1 && s[2] == 0 &&                       \
+                   s[3] == (int64_t)sizeof(T)) {                                                 \
             T *o = (T *)p[0];                                                                    \
             const uint8_t *c = (const uint8_t *)p[1];                                            \
-            const T av = *(const T *)p[2];                                                       \
-            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? av : *(const T *)(p[3] + i * s[3]);    \
+            const T av = *(const T *)p[2], *b = (const T *)p[3];                                 \
+            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? av : b[i];                             \
         } else {                                                                                 \
             for (int64_t i = 0; i < n; i++)                                                      \
                 *(T *)(p[0] + i * s[0]) = p[1][i * s[1]] ? *(const T *)(p[2] + i * s[2])         \
