@@ -39,12 +39,34 @@ def cases(n_add: int, n_mm: int) -> list[tuple[str, str, dict[str, Callable[[], 
     big_np = rng.standard_normal(n_add).astype(np.float32)
     big = pair(big_np)
     mat = pair(rng.standard_normal((n_mm, n_mm)).astype(np.float32))
+    steps = {device: _demo_step(em.as_device(device), rng) for device in ("cpu", "vulkan:0")}
     return [
         ("a + b, 16 float32 (per-op submit)", "us", on_both(lambda x: x + x, small), 1e6),
         (f"add, {n_add >> 20}M float32", "GB/s", on_both(lambda x: x + x, big), -3 * big_np.nbytes / 1e9),
         (f"sum, {n_add >> 20}M float32", "GB/s", on_both(em.sum, big), -big_np.nbytes / 1e9),
         (f"matmul {n_mm}^3 float32", "GFLOP/s", on_both(lambda x: x @ x, mat), -2 * n_mm**3 / 1e9),
+        ("demo CNN training step, batch 32", "ms", {"cpu": steps["cpu"], "vulkan": lambda: (steps["vulkan:0"](),
+                                                                                        sync(vulkan))}, 1e3),
     ]
+
+
+def _demo_step(device: em.Device, rng: np.random.Generator) -> Callable[[], object]:
+    """One forward, backward and Adam step of ``ember demo``'s CNN on a fixed batch of digits-sized images."""
+    from ember_core import demo, nn, optim
+
+    em.manual_seed(0)
+    model = demo.make_model(device)
+    optimizer = optim.Adam(model.parameters(), lr=3e-3)
+    images = em.asarray(rng.random((32, 1, 8, 8)).astype(np.float32), device=device)
+    labels = em.asarray(rng.integers(0, 10, 32), device=device)
+
+    def step() -> None:
+        loss = nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
 
 
 def main() -> None:
