@@ -111,20 +111,21 @@ def _read_config() -> Preferences:
 
 
 class _State(threading.local):
-    prefs: Preferences | None = None  # set only inside this thread's ``with`` blocks
+    """``prefs``: a thread's ``with`` block sets it on the instance; outside any block a lookup
+    finds the class attribute, the configuration's preferences (None until read), so the hot path
+    reads one attribute either way."""
+
+    prefs: Preferences | None = None
 
 
 _state = _State()
-_base_prefs: list[Preferences] = []  # the configuration's, read on first use and after _clear
 _plan_caches: list[dict[Any, Any]] = []
 
 
 def current() -> Preferences:
     prefs = _state.prefs
     if prefs is None:
-        if not _base_prefs:
-            _base_prefs.append(_read_config())
-        prefs = _base_prefs[0]
+        prefs = _State.prefs = _read_config()
     return prefs
 
 
@@ -138,12 +139,15 @@ def plan_cache() -> dict[Any, Any]:
 
 @contextlib.contextmanager
 def _preferring(prefs: Preferences) -> Iterator[None]:
-    saved = _state.prefs  # None outside any block: the configuration is looked up afresh on exit
+    saved = _state.__dict__.get("prefs")  # None outside any block: the configuration's applies on exit
     _state.prefs = prefs
     try:
         yield
     finally:
-        _state.prefs = saved
+        if saved is None:
+            del _state.prefs
+        else:
+            _state.prefs = saved
 
 
 @contextlib.contextmanager
@@ -240,7 +244,7 @@ def _clear() -> None:
     the environment).  A context manager's preferences in this thread stay in force."""
     for cache in _plan_caches:
         cache.clear()
-    _base_prefs.clear()
+    _State.prefs = None
 
 
 MANAGER.on_change(_clear)

@@ -373,6 +373,10 @@ def test_a_device_without_any_kernel_runs_everything_through_the_fallback():
             assert x.tolist() == [[-1.0, 2.0, -3.0], [-4.0, 5.0, -6.0]]
             assert (x.mT * 2).sum(axis=0).tolist() == [-4.0, -10.0]
             assert "device='bare:0'" in repr(x[1])
+            rows = em.asarray([[0, 1], [2, 3], [4, 5]], dtype=em.int8, device="bare")
+            em.ops.call("index_put", rows, em.asarray([0, 2], device="bare"), em.zeros((2, 2), dtype=em.int8,
+                                                                                       device="bare"))
+            assert rows.tolist() == [[0, 0], [2, 3], [0, 0]]  # the rows not written keep their values
         ops = {e["op"] for e in em.fallback_report() if e["device"] == "bare:0"}
         assert {"full", "copy", "multiply", "sum"} <= ops | {"full"}
     finally:

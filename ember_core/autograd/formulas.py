@@ -416,7 +416,8 @@ class FormulaNode(Node):
                  result: Tensor) -> None:
         # Node.__init__ inlined: recording is the per-op cost of autograd, so every step counts
         self.name = deriv.name
-        self.next = tuple([edge_of(t) for _, _, t in inputs])
+        self.next = tuple([(t.grad_fn, 0) if t.grad_fn is not None and t._autograd is None else edge_of(t)
+                           for _, _, t in inputs])  # edge_of's common case inlined
         self.meta = tuple([(t._shape, t._dtype) for _, _, t in inputs])
         self.pre_hooks = self.retained = None
         self.released = False
@@ -430,7 +431,8 @@ class FormulaNode(Node):
         for n in reads:
             value = bound[n]
             if value.__class__ is Tensor:
-                value = keep(value)
+                if view or value.grad_fn is not None or not (value._requires_grad or value._base is None):
+                    value = keep(value)  # (a leaf or a plain tensor is kept as it is: saved_tensor's first case)
                 saved.append(value)
             elif n in deriv.list_params and isinstance(value, (list, tuple)):
                 value = [keep(t) if isinstance(t, Tensor) else t for t in value]
@@ -536,7 +538,8 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
             bound = deriv.bind(args, kwargs)
             inputs = _grad_inputs(deriv, bound)
             if inputs:
-                attach([result], FormulaNode(deriv, bound, inputs, result))
+                result.grad_fn = FormulaNode(deriv, bound, inputs, result)  # attach(), inlined for one output
+                result._requires_grad = True
                 if is_view and result._base is not None:  # see graph.edge_of: in-place writes make views stale
                     meta_of(result).view_version = result._storage.version
             return result

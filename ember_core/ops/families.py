@@ -79,6 +79,9 @@ def run(schema: OpSchema, choice: dispatch.Choice | None, outs: tuple[Tensor, ..
     return True
 
 
+_UPDATES_OUTPUT = {"put"}  # families whose kernels read-modify-write their output (index_put)
+
+
 def _run_fallback(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor, ...], ins: tuple[Any, ...],
                   attrs: dict[str, Any]) -> None:
     device = outs[0]._device
@@ -87,7 +90,10 @@ def _run_fallback(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor,
     from ember_core import transfer
 
     host_ins = tuple(transfer.host_view(x) if isinstance(x, Tensor) else x for x in ins)
-    host_outs = tuple(empty(o._shape, o._dtype, transfer.HOST) for o in outs)
+    if schema.family in _UPDATES_OUTPUT:  # the kernel writes some of the output's elements only
+        host_outs = tuple(transfer.host_view(o).contiguous() for o in outs)
+    else:
+        host_outs = tuple(empty(o._shape, o._dtype, transfer.HOST) for o in outs)
     run(schema, dispatch.Choice("native", choice.provider, choice.kernel, choice.next), host_outs, host_ins, attrs)
     moved = sum(x.nbytes for x in ins if isinstance(x, Tensor)) + sum(o.nbytes for o in outs)
     for host, out in zip(host_outs, outs):
