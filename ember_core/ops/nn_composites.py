@@ -165,7 +165,8 @@ def _columns(x: Any, kernel: tuple[int, int], g: ConvGeometry) -> Any:
     (sh, sw), (dh, dw) = g.stride, g.dilation
     windows = as_strided(padded, (n, c, *kernel, *g.out_hw),
                          (s_n, s_c, s_h * dh, s_w * dw, s_h * sh, s_w * sw), padded.offset)
-    return windows.reshape((n, g.groups, -1, g.out_hw[0] * g.out_hw[1]))
+    # sizes spelled out: a -1 cannot be inferred for an empty batch
+    return windows.reshape((n, g.groups, c // g.groups * kernel[0] * kernel[1], g.out_hw[0] * g.out_hw[1]))
 
 
 def conv2d(x: Any, weight: Any, bias: Any = None, /, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
@@ -184,7 +185,8 @@ def conv2d_weight_grad(x: Any, grad_output: Any, /, *, weight_shape: Any, stride
     weight_shape = tuple(weight_shape)
     g = conv_geometry("conv2d_weight_grad", x.shape, weight_shape, stride, padding, dilation, groups)
     n, o = x.shape[0], weight_shape[0]
-    per_image = grad_output.reshape((n, groups, o // groups, -1)) @ _columns(x, weight_shape[2:], g).mT
+    per_image = grad_output.reshape((n, groups, o // groups, g.out_hw[0] * g.out_hw[1])) @ _columns(
+        x, weight_shape[2:], g).mT
     return _ops().sum(per_image, axis=0).reshape(weight_shape)
 
 
