@@ -3,7 +3,7 @@
 matmul.c sends float32 products of at least 128^3 multiply-adds and 32 columns per matrix there
 (on AVX-512 machines; elsewhere the same calls test OpenBLAS), so every shape below is at least
 that large while its M, K or N takes the awkward values: 1, below and above the 14 x 32
-micro-tile and the 256-deep K slices, odd (N below 32 checks the hand-over to OpenBLAS).
+micro-tile and the 512-deep K slices and 512-wide panels of b, odd (N below 32 checks the hand-over to OpenBLAS).
 Two kinds of check:
 
 * exact: small-integer inputs make every product and partial sum exact in float32, so any order of
@@ -24,7 +24,7 @@ import pytest
 from native_util import check, desc, lib, num_threads
 
 RNG = np.random.default_rng(2024)
-AWKWARD = [1, 7, 15, 16, 17, 31, 33, 127, 129, 513]
+AWKWARD = [1, 7, 15, 16, 17, 31, 33, 127, 129, 511, 513, 1025]
 NATIVE_MIN_MACS = 128**3   # matmul.c's threshold for the native kernel
 
 
@@ -82,6 +82,17 @@ def test_awkward_extents_exact(role, v):
 def test_rounding_and_long_k(m, k, n):
     a, b = uniform((m, k)), uniform((k, n))
     assert_rounded(matmul(a, b), a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mlp_training_shapes(threads):
+    """A 784-256-256 MLP step at batch 128: forward products, and the backward ones whose left or right
+    operand is a transposed view (x.T @ grad, grad @ w.T), each read in place."""
+    x, w1, w2 = integers((128, 784)), integers((784, 256)), integers((256, 256))
+    g1 = integers((128, 256))
+    with num_threads(threads):
+        for a, b in [(x, w1), (g1, w2), (g1.T, x), (g1, w1.T), (x.T, g1)]:
+            assert_exact(matmul(a, b), a, b)
 
 
 def test_k_zero_writes_zeros():

@@ -12,7 +12,7 @@
  *     for each chunk of at most MC rows of a: pack it into MR-tall slivers (k-major);
  *       for each NC-wide panel of b: pack it into NR-wide micro-panels (k-major), then run
  *       the MR x NR micro-kernel over every (sliver, micro-panel) pair, slivers outer: a sliver
- *       (14 KiB) stays in L1 while the panel (1 MiB) streams past it from L2.
+ *       (28 KiB) stays in L1 while the panel (1 MiB) streams past it from L2.
  *   The first KC slice stores into c and later slices add to it, so c is never read before it
  *   is written.  Packed buffers are padded with zeros; edge tiles use a kernel instantiated for
  *   their row count and store only their valid columns (masked).
@@ -39,13 +39,13 @@
 #define MR 14          /* rows of c per micro-kernel: 14 x 2 accumulators + 2 b vectors = 30 zmm */
 #define NR 32          /* columns of c per micro-kernel: two 16-float vectors                    */
 #ifndef GEMM_MC
-#define GEMM_MC 2016   /* most rows of a per packed block (multiple of MR): 2 MiB, L3-resident */
+#define GEMM_MC 2016   /* most rows of a per packed block (multiple of MR): 4 MiB, L3-resident */
 #endif
 #ifndef GEMM_KC
-#define GEMM_KC 256    /* depth of a packed slice: an MR x KC sliver of a is 14 KiB (L1)       */
+#define GEMM_KC 512    /* depth of a packed slice: an MR x KC sliver of a is 28 KiB (L1)       */
 #endif
 #ifndef GEMM_NC
-#define GEMM_NC 1024   /* columns of b per packed panel (multiple of NR): 1 MiB (L2)           */
+#define GEMM_NC 512    /* columns of b per packed panel (multiple of NR): 1 MiB (L2)           */
 #endif
 #ifndef PREFETCH_B
 #define PREFETCH_B 8   /* k-steps ahead that the micro-kernel prefetches its micro-panel       */
@@ -151,11 +151,15 @@ TARGET static inline __attribute__((always_inline)) void kernel_body(
         /* the next micro-panel rows come from L2: ask for them a few steps early */
         _mm_prefetch((const char *)(bp + PREFETCH_B * NR), _MM_HINT_T0);
         if (VECS > 1) _mm_prefetch((const char *)(bp + PREFETCH_B * NR + 16), _MM_HINT_T0);
+        /* A second name for the sliver that the compiler cannot see through: each FMA then takes its
+         * value of a as an embedded broadcast from memory (one instruction) rather than sharing a
+         * separate broadcast with its neighbour; fewer instructions per FMA, +7% with b from L2. */
+        const float *ap2 = ap;
+        __asm__("" : "+r"(ap2));
 #pragma GCC unroll 14
         for (int r = 0; r < ROWS; r++) {
-            __m512 av = _mm512_set1_ps(ap[r]);
-            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-            if (VECS > 1) acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+            acc[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(ap[r]), b0, acc[r][0]);
+            if (VECS > 1) acc[r][1] = _mm512_fmadd_ps(_mm512_set1_ps(ap2[r]), b1, acc[r][1]);
         }
         ap += MR;
         bp += NR;
