@@ -55,21 +55,22 @@
 
 /* ---- packing -------------------------------------------------------------------------------- */
 
-/* Transposes 16 k-steps of 14 rows of a row-major a (rows src + r * ars, r < MR) into 16
- * consecutive sliver steps of MR floats each.  Four shuffle stages on a 16 x 16 block whose two
- * last rows are zero; each output row is stored with its 14 real lanes. */
-TARGET static void transpose_14x16(float *restrict dst, const float *src, int64_t ars) {
+/* Transposes 16 k-steps of up to 16 rows (row i at src + i * step, its 16 k-steps contiguous)
+ * into 16 outputs dst + k * dst_step, lane i of output k holding row i's step k; the `lanes` mask
+ * says which lanes are stored, rows past `rows` are stored as zeros (the padding of a packed edge).
+ * Four shuffle stages on the 16 x 16 block. */
+TARGET static void transpose_16(float *restrict dst, int64_t dst_step, __mmask16 lanes, const float *src,
+                                int64_t step, int rows) {
     __m512 r[16], t[16];
-    for (int i = 0; i < MR; i++) {
-        r[i] = _mm512_loadu_ps(src + i * ars);
-        _mm_prefetch((const char *)(src + i * ars + 64), _MM_HINT_T0);   /* 4 steps ahead */
+    for (int i = 0; i < 16; i++) {
+        r[i] = i < rows ? _mm512_loadu_ps(src + i * step) : _mm512_setzero_ps();
+        if (i < rows) _mm_prefetch((const char *)(src + i * step + 64), _MM_HINT_T0);   /* 4 blocks ahead */
     }
-    r[14] = r[15] = _mm512_setzero_ps();
     for (int i = 0; i < 8; i++) {   /* per 128-bit lane: pairs of rows interleaved */
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
-    for (int g = 0; g < 4; g++) {   /* r[4g + c], lane L: rows 4g..4g+3 of column 4L + c */
+    for (int g = 0; g < 4; g++) {   /* r[4g + c], lane L: rows 4g..4g+3 of step 4L + c */
         __m512d x0 = _mm512_castps_pd(t[4 * g]), x1 = _mm512_castps_pd(t[4 * g + 1]);
         __m512d x2 = _mm512_castps_pd(t[4 * g + 2]), x3 = _mm512_castps_pd(t[4 * g + 3]);
         r[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(x0, x2));
@@ -77,26 +78,33 @@ TARGET static void transpose_14x16(float *restrict dst, const float *src, int64_
         r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(x1, x3));
         r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(x1, x3));
     }
-    for (int c = 0; c < 4; c++) {   /* gather lane L of the four groups: column 4L + c */
+    for (int c = 0; c < 4; c++) {   /* gather lane L of the four groups: step 4L + c */
         __m512 d0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), d1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
         __m512 e0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
         __m512 e1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
-        _mm512_mask_storeu_ps(dst + (0 + c) * MR, 0x3fff, _mm512_shuffle_f32x4(d0, e0, 0x88));
-        _mm512_mask_storeu_ps(dst + (4 + c) * MR, 0x3fff, _mm512_shuffle_f32x4(d1, e1, 0x88));
-        _mm512_mask_storeu_ps(dst + (8 + c) * MR, 0x3fff, _mm512_shuffle_f32x4(d0, e0, 0xdd));
-        _mm512_mask_storeu_ps(dst + (12 + c) * MR, 0x3fff, _mm512_shuffle_f32x4(d1, e1, 0xdd));
+        _mm512_mask_storeu_ps(dst + (0 + c) * dst_step, lanes, _mm512_shuffle_f32x4(d0, e0, 0x88));
+        _mm512_mask_storeu_ps(dst + (4 + c) * dst_step, lanes, _mm512_shuffle_f32x4(d1, e1, 0x88));
+        _mm512_mask_storeu_ps(dst + (8 + c) * dst_step, lanes, _mm512_shuffle_f32x4(d0, e0, 0xdd));
+        _mm512_mask_storeu_ps(dst + (12 + c) * dst_step, lanes, _mm512_shuffle_f32x4(d1, e1, 0xdd));
     }
 }
 
+#define SLIVER_LANES ((__mmask16)((1u << MR) - 1))
+
 /* Packs rows [0, mc) x k in [0, kc) of a into MR-tall slivers: sliver s holds, for each k, the
- * MR values a[s*MR + r][k] (rows past mc are zero). */
-static void pack_a(float *restrict dst, const float *a, int64_t ars, int64_t acs, int64_t mc,
-                   int64_t kc) {
+ * MR values a[s*MR + r][k] (rows past mc are zero).  A row-major a is transposed 16 k-steps at a
+ * time in registers; a column-major one (a transposed view) copies MR contiguous values per step. */
+TARGET static void pack_a(float *restrict dst, const float *a, int64_t ars, int64_t acs, int64_t mc,
+                          int64_t kc) {
     for (int64_t i0 = 0; i0 < mc; i0 += MR) {
         int64_t mr = ember_min64(MR, mc - i0), k = 0;
         const float *src = a + i0 * ars;
-        if (acs == 1 && mr == MR)
-            for (; k + 16 <= kc; k += 16) transpose_14x16(dst + k * MR, src + k, ars);
+        if (acs == 1)
+            for (; k + 16 <= kc; k += 16) transpose_16(dst + k * MR, MR, SLIVER_LANES, src + k, ars, (int)mr);
+        else if (ars == 1)
+            for (; k < kc; k++)
+                _mm512_mask_storeu_ps(dst + k * MR, SLIVER_LANES,
+                                      _mm512_maskz_loadu_ps((__mmask16)((1u << mr) - 1), src + k * acs));
         for (; k < kc; k++) {
             int64_t r = 0;
             for (; r < mr; r++) dst[k * MR + r] = src[r * ars + k * acs];
@@ -109,8 +117,9 @@ static void pack_a(float *restrict dst, const float *a, int64_t ars, int64_t acs
 /* Packs b's columns [0, nc) x k in [0, kc) into NR-wide micro-panels: micro-panel p holds, for
  * each k, the NR values b[k][p*NR + j] (columns past nc are zero).  The loops follow b's unit
  * stride: along a row of a row-major b, so that the hardware prefetcher sees one sequential
- * stream (walking one micro-panel's rows instead jumps a whole row per access). */
-static void pack_b(float *restrict dst, const float *b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc) {
+ * stream (walking one micro-panel's rows instead jumps a whole row per access); a column-major b
+ * (a transposed view) is transposed 16 columns x 16 k-steps at a time in registers. */
+TARGET static void pack_b(float *restrict dst, const float *b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc) {
     int64_t full = nc / NR, p0 = 0;   /* micro-panels with NR real columns */
     if (bcs == 1) {
         for (int64_t k = 0; k < kc; k++)
@@ -119,13 +128,19 @@ static void pack_b(float *restrict dst, const float *b, int64_t brs, int64_t bcs
         p0 = full;
     }
     for (int64_t p = p0; p < (nc + NR - 1) / NR; p++) {
-        int64_t j0 = p * NR, nr = ember_min64(NR, nc - j0);
+        int64_t j0 = p * NR, nr = ember_min64(NR, nc - j0), k = 0;
         float *d = dst + p * kc * NR;
         const float *src = b + j0 * bcs;
-        for (int64_t j = 0; j < nr; j++)
-            for (int64_t k = 0; k < kc; k++) d[k * NR + j] = src[k * brs + j * bcs];
-        for (int64_t k = 0; k < kc; k++)
-            for (int64_t j = nr; j < NR; j++) d[k * NR + j] = 0.0f;
+        if (brs == 1)
+            for (; k + 16 <= kc; k += 16)
+                for (int h = 0; h < NR / 16; h++)
+                    transpose_16(d + k * NR + 16 * h, NR, 0xffff, src + 16 * h * bcs + k, bcs,
+                                 (int)ember_max64(0, ember_min64(16, nr - 16 * h)));
+        for (; k < kc; k++) {
+            int64_t j = 0;
+            for (; j < nr; j++) d[k * NR + j] = src[k * brs + j * bcs];
+            for (; j < NR; j++) d[k * NR + j] = 0.0f;
+        }
     }
 }
 
