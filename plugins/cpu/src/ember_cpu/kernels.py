@@ -83,16 +83,16 @@ def _unary(name: str, code: int) -> Callable[..., None]:
     return kernel
 
 
-def _flat_step(t: Any) -> int:
-    """1: contiguous; 0: every element is the same one (a broadcast scalar); -1: neither."""
-    return 1 if t._contig else 0 if not any(t._strides) else -1
-
-
 def _binary(name: str, code: int) -> Callable[..., None]:
     flat, strided = lib.ember_cpu_binary_flat, lib.ember_cpu_binary
 
     def kernel(out: Any, a: Any, b: Any) -> None:
-        a_step, b_step = _flat_step(a), _flat_step(b)
+        # an input runs flat when contiguous (step 1) or one repeated element (all strides 0: step 0)
+        if a._contig and b._contig:
+            a_step = b_step = 1
+        else:
+            a_step = 1 if a._contig else 0 if not any(a._strides) else -1
+            b_step = 1 if b._contig else 0 if not any(b._strides) else -1
         if a_step >= 0 and b_step >= 0:
             status = flat(code, a._dtype.code, out._numel, out._storage.handle, out._offset,
                           a._storage.handle, a._offset, a_step, b._storage.handle, b._offset, b_step)
