@@ -21,7 +21,7 @@ from typing import Any
 
 from ember_core import views
 from ember_core.autograd.grad_mode import MODE, no_grad
-from ember_core.autograd.graph import Node, attach, edge_of, meta_of
+from ember_core.autograd.graph import Node, attach, meta_of
 from ember_core.dtypes import GROUPS
 from ember_core.errors import RegistryError
 from ember_core.ops.registry import OpSchema
@@ -414,13 +414,7 @@ class FormulaNode(Node):
 
     def __init__(self, deriv: Derivative, bound: dict[str, Any], inputs: list[tuple[str, int, Tensor]],
                  result: Tensor) -> None:
-        # Node.__init__ inlined: recording is the per-op cost of autograd, so every step counts
-        self.name = deriv.name
-        self.next = tuple([(t.grad_fn, 0) if t.grad_fn is not None and t._autograd is None else edge_of(t)
-                           for _, _, t in inputs])  # edge_of's common case inlined
-        self.meta = tuple([(t._shape, t._dtype) for _, _, t in inputs])
-        self.pre_hooks = self.retained = None
-        self.released = False
+        super().__init__(deriv.name, [t for _, _, t in inputs])
         self.deriv = deriv
         self.inputs_order = order = tuple([(name, i) for name, i, _ in inputs])
         reads, reads_result = deriv.plan(order)
@@ -431,8 +425,7 @@ class FormulaNode(Node):
         for n in reads:
             value = bound[n]
             if value.__class__ is Tensor:
-                if view or value.grad_fn is not None or not (value._requires_grad or value._base is None):
-                    value = keep(value)  # (a leaf or a plain tensor is kept as it is: saved_tensor's first case)
+                value = keep(value)
                 saved.append(value)
             elif n in deriv.list_params and isinstance(value, (list, tuple)):
                 value = [keep(t) if isinstance(t, Tensor) else t for t in value]
@@ -446,7 +439,8 @@ class FormulaNode(Node):
             self.result_alias = LayoutOf(result) if view else data_alias(result)
             saved.append(self.result_alias)
         self.result_meta = (result._shape, result._dtype, result._device)
-        self.saved_versions = () if view else tuple([(t, t._storage.version) for t in saved])
+        if saved and not view:
+            self.save(saved)
 
     def backward(self, grads: list[Tensor | None]) -> list[Any]:
         grad = grads[0]
@@ -538,8 +532,7 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
             bound = deriv.bind(args, kwargs)
             inputs = _grad_inputs(deriv, bound)
             if inputs:
-                result.grad_fn = FormulaNode(deriv, bound, inputs, result)  # attach(), inlined for one output
-                result._requires_grad = True
+                attach([result], FormulaNode(deriv, bound, inputs, result))
                 if is_view and result._base is not None:  # see graph.edge_of: in-place writes make views stale
                     meta_of(result).view_version = result._storage.version
             return result

@@ -88,11 +88,8 @@ def _binary(name: str, code: int) -> Callable[..., None]:
 
     def kernel(out: Any, a: Any, b: Any) -> None:
         # an input runs flat when contiguous (step 1) or one repeated element (all strides 0: step 0)
-        if a._contig and b._contig:
-            a_step = b_step = 1
-        else:
-            a_step = 1 if a._contig else 0 if not any(a._strides) else -1
-            b_step = 1 if b._contig else 0 if not any(b._strides) else -1
+        a_step = 1 if a._contig else 0 if not any(a._strides) else -1
+        b_step = 1 if b._contig else 0 if not any(b._strides) else -1
         if a_step >= 0 and b_step >= 0:
             status = flat(code, a._dtype.code, out._numel, out._storage.handle, out._offset,
                           a._storage.handle, a._offset, a_step, b._storage.handle, b._offset, b_step)
