@@ -41,6 +41,57 @@ def test_a_tensor_feeding_several_ops_sums_its_gradients():
     np.testing.assert_allclose(grad_of(x), 2 * np.cos(2 * xs) + 8 * xs + np.exp(xs))
 
 
+def _clones_during(monkeypatch, fn) -> int:
+    calls = []
+    original = em.Tensor.clone
+    monkeypatch.setattr(em.Tensor, "clone", lambda self: calls.append(1) or original(self))
+    fn()
+    return len(calls)
+
+
+def test_a_fresh_gradient_becomes_dot_grad_without_a_copy(monkeypatch):
+    w = leaf([1.0, 2.0, 3.0])
+    assert _clones_during(monkeypatch, lambda: (w * 3).backward(em.ones(3, dtype=em.float64))) == 0
+    np.testing.assert_allclose(grad_of(w), [3, 3, 3])
+
+
+def test_dot_grad_never_aliases_a_tensor_someone_else_sees():
+    a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    g = em.asarray(np.array([1.0, 1.0]))
+    (a + b).backward(g)  # add hands the same gradient object to both leaves, and it is the user's
+    a.grad += 10
+    np.testing.assert_allclose(grad_of(b), [1, 1])
+    np.testing.assert_allclose(np.asarray(g), [1, 1])
+
+    w = leaf([1.0, 2.0])
+    w.backward(g)  # the root is the leaf itself: its gradient is the user's tensor
+    g += 1
+    np.testing.assert_allclose(grad_of(w), [1, 1])
+
+    kept = []
+    v = leaf([1.0, 2.0])
+    v.register_hook(lambda grad: kept.append(grad))
+    (v * 2).sum().backward()
+    v.grad += 1
+    np.testing.assert_allclose(np.asarray(kept[0]), [2, 2])
+
+    x = leaf([1.0, 2.0])
+    y = x + 0.0
+    y.retain_grad()
+    (y * 2).sum().backward()
+    x.grad += 1
+    np.testing.assert_allclose(grad_of(y), [2, 2])
+
+
+def test_accumulation_adds_into_the_existing_dot_grad():
+    w = leaf([1.0, 2.0])
+    (w * 2).sum().backward()
+    first = w.grad
+    (w * 3).sum().backward()
+    assert w.grad is first  # in place, as PyTorch: no new buffer per micro-batch
+    np.testing.assert_allclose(grad_of(w), [5, 5])
+
+
 def test_leaf_and_non_leaf():
     x = leaf([1.0, 2.0])
     y = x * 2

@@ -13,6 +13,7 @@ its state on the stack of the call.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ember_core import dtypes as dt
@@ -118,7 +119,7 @@ def _run(roots: list[Edge], grads: list[Tensor], retain_graph: bool, create_grap
                     captured[i] = _add(captured[i], g)
         if isinstance(node, AccumulateGrad):
             if wanted is None:
-                _accumulate(node, buf[0], create_graph)
+                _accumulate(node, buf.pop(), create_graph)  # the engine keeps no reference to it
             continue
         node.check_saved()
         delivered = buf[0] is not None if len(buf) == 1 else any(g is not None for g in buf)
@@ -139,6 +140,7 @@ def _run(roots: list[Edge], grads: list[Tensor], retain_graph: bool, create_grap
             deps[nxt] = left
             if not left:
                 ready.append(nxt)
+        input_grads = g = None  # drop this node's references: a leaf may take a gradient's buffer
     return captured if capture is not None else None
 
 
@@ -146,22 +148,40 @@ def _accumulate(node: AccumulateGrad, grad: Tensor | None, create_graph: bool) -
     if grad is None:
         return
     leaf = node.leaf
-    m = leaf._autograd
-    if m is not None:
-        for hook in m.hooks:
-            replaced = hook(grad)
-            if replaced is not None:
-                grad = replaced
-    if not create_graph:
-        grad = grad.detach()
+    if leaf._autograd is not None and leaf._autograd.hooks:
+        grad = _run_hooks(leaf._autograd.hooks, grad)
+    if create_graph:
+        leaf.grad = grad if leaf.grad is None else leaf.grad + grad
+        return
     if leaf.grad is None:
-        # a fresh buffer the user may mutate: never alias a tensor the graph still uses
-        leaf.grad = grad if create_graph or grad.grad_fn is not None else grad.clone()
+        # .grad is a buffer the user may mutate: take the gradient's own buffer only when
+        # nothing else can see it, otherwise copy it (PyTorch's rule, by reference counts)
+        leaf.grad = grad.detach() if _owned_by_engine(grad) else grad.detach().clone()
     else:
-        leaf.grad = leaf.grad + grad
-    if not create_graph:
-        leaf.grad._requires_grad = False
-        leaf.grad.grad_fn = None
+        with _ModeSwitch(False):
+            leaf.grad += grad
+    leaf.grad._requires_grad = False
+    leaf.grad.grad_fn = None
+
+
+def _run_hooks(hooks: list[Any], grad: Tensor) -> Tensor:
+    for hook in hooks:
+        replaced = hook(grad)
+        if replaced is not None:
+            grad = replaced
+    return grad
+
+
+# references to an unshared gradient while _owned_by_engine counts them: _accumulate's argument,
+# its own and getrefcount's; to its storage: the tensor's and getrefcount's
+_ENGINE_REFS, _STORAGE_REFS = 3, 2
+
+
+def _owned_by_engine(grad: Tensor) -> bool:
+    """Whether the engine holds the only reference to this gradient and to its storage (a fresh
+    result of a formula, not a user's tensor, a view, or a gradient delivered to two places)."""
+    return (grad._base is None and sys.getrefcount(grad) <= _ENGINE_REFS
+            and sys.getrefcount(grad._storage) <= _STORAGE_REFS)
 
 
 def initial_gradients(outputs: list[Tensor], grad_outputs: list[Any] | None) -> list[Tensor]:

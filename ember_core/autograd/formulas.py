@@ -24,7 +24,7 @@ from ember_core.autograd.grad_mode import MODE, no_grad
 from ember_core.autograd.graph import Node, attach, meta_of
 from ember_core.dtypes import GROUPS
 from ember_core.errors import RegistryError
-from ember_core.ops.registry import OpSchema
+from ember_core.ops.registry import GRAD, OpSchema
 from ember_core.tensor import Tensor
 
 NON_DIFFERENTIABLE = "non_differentiable"
@@ -301,16 +301,23 @@ class Derivative:
         self.list_params = {p.name for p in schema.params if p.is_tensor and ("list" in p.annotation or
                                                                             "Sequence" in p.annotation)}
         self.formulas: dict[str, Any] = {}
+        self.grad_formula: Any = None  # the `grad` entry: rewrites the incoming gradient, once
         for name, text in schema.derivatives.items():
             if text == NON_DIFFERENTIABLE:
                 continue
             try:
-                self.formulas[name] = compile(text, f"<{schema.file}: derivative of {schema.name} for {name}>", "eval")
+                code = compile(text, f"<{schema.file}: derivative of {schema.name} for {name}>", "eval")
             except SyntaxError as exc:
                 raise RegistryError(f"{schema.file}: op {schema.name!r}: derivative for {name!r}: {exc.msg}") from None
+            if name == GRAD:
+                self.grad_formula = code
+            else:
+                self.formulas[name] = code
         # per input: the tensors its formula reads (saved only when that input needs a gradient)
-        self.reads = {name: [n for n in self.tensor_params if n in code.co_names] + (
-            ["result"] if "result" in code.co_names else []) for name, code in self.formulas.items()}
+        pre = self.grad_formula.co_names if self.grad_formula is not None else ()
+        self.reads = {name: [n for n in self.tensor_params if n in code.co_names or n in pre] + (
+            ["result"] if "result" in code.co_names or "result" in pre else [])
+            for name, code in self.formulas.items()}
         self.grad_params = [n for n in self.tensor_params if n in self.formulas]
         self.other_params = [n for n in self.names if n not in self.tensor_set]  # kept as they are
         self._plans: dict[tuple[tuple[str, int], ...], tuple[tuple[str, ...], bool]] = {}
@@ -462,6 +469,8 @@ class FormulaNode(Node):
                 attach([result], self)
             scope["result"] = result
         ns = _NAMESPACE or _NAMESPACE.update(_namespace()) or _NAMESPACE
+        if self.deriv.grad_formula is not None:
+            scope["grad"] = eval(self.deriv.grad_formula, ns, scope)
         out: list[Any] = []
         cache: dict[str, Any] = {}
         for (name, index), edge in zip(self.inputs_order, self.next):

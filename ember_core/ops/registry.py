@@ -12,7 +12,9 @@ with a top-level ``namespace = "myvendor"``)::
     result = "promoted"            # family-specific result rule (promoted | bool | real | index ...)
     int_to_float = false           # integer/bool inputs are first cast to the default float dtype
     methods = ["__add__", "__radd__", "__iadd__"]   # Tensor methods bound to this op
-    derivatives = { x1 = "grad", x2 = "grad" }       # vector-Jacobian products, in ember ops
+    derivatives = { x1 = "grad", x2 = "grad" }       # vector-Jacobian products, in ember ops; an
+                                   # entry `grad = "..."` rewrites the incoming gradient once, before
+                                   # them (the derivative of a fused epilogue such as a relu)
     deterministic = true
     fallback = true                # may run on the host through the CPU fallback
     doc = "..."
@@ -36,6 +38,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+GRAD = "grad"  # the derivatives entry that rewrites the incoming gradient (not a parameter)
 _TYPE_NAMES = frozenset({
     "Tensor", "Scalar", "int", "float", "bool", "complex", "str", "dtype", "device", "None", "tuple",
     "list", "Sequence", "Ellipsis", "Any",
@@ -179,7 +182,7 @@ def parse_op(name: str, entry: dict, file: str) -> OpSchema:
         raise RegistryError(f"{where}: a composite op needs a 'composite' field (an expression or \"python\")")
     names = {p.name for p in params}
     for arg in entry.get("derivatives", {}):
-        if arg not in names:
+        if arg not in names and arg != GRAD:
             raise RegistryError(f"{where}: derivative given for {arg!r}, which is not a parameter ({sorted(names)})")
     return OpSchema(
         name=name, file=file, signature_text=entry["signature"], params=params, returns=returns, family=family,
