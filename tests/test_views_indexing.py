@@ -560,6 +560,27 @@ def test_inplace_bitwise_and_shift_on_integers():
     assert alias.tolist() == [((((v << 2) | 1) ^ 3) & 0xFF) >> 1 for v in [1, 2, 3, 4]]
 
 
+def test_inplace_operand_overlapping_the_target_reads_the_old_values():
+    x = em.asarray(np.arange(1.0, 7.0))
+    x[1:] += x[:-1]  # partly overlapping: must not write before it reads
+    assert x.tolist() == [1.0, 3.0, 5.0, 7.0, 9.0, 11.0]
+    x *= x  # the same memory on both sides
+    assert x.tolist() == [1.0, 9.0, 25.0, 49.0, 81.0, 121.0]
+    m = em.asarray(np.arange(6.0).reshape(2, 3))
+    m -= m[0]  # a broadcast row of the target itself
+    assert m.tolist() == [[0.0, 0.0, 0.0], [3.0, 3.0, 3.0]]
+
+
+def test_inplace_under_no_grad_bumps_the_version_of_saved_tensors():
+    w = em.ones((3,), dtype="float64").requires_grad_()
+    h = w * 2
+    y = (h * h).sum()  # saves h
+    with em.no_grad():
+        h += 1
+    with pytest.raises(RuntimeError, match="in-place"):
+        y.backward()
+
+
 def test_inplace_dtype_rules():
     x = em.asarray([1, 2, 3], dtype="int32")
     with pytest.raises(em.DTypeError, match="in-place"):

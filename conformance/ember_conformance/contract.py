@@ -220,6 +220,28 @@ def item_tolist(device: str, dtype: str) -> str | None:
     return None
 
 
+def in_place(device: str, dtype: str) -> str | None:
+    """The in-place operators hand a binary kernel its own first input as ``out`` (and, for
+    ``x *= x``, as both inputs): the results must equal the out-of-place ones bit for bit."""
+    x, y = _values(dtype), _values(dtype)[::-1].copy()
+    if dtype == "bool":
+        cases = [("x ^= y", lambda a, b: a ^ b, lambda a, b: a.__ixor__(b)),
+                 ("x &= x", lambda a, b: a & a, lambda a, b: a.__iand__(a))]
+    else:
+        cases = [("x += y", lambda a, b: a + b, lambda a, b: a.__iadd__(b)),
+                 ("x *= x", lambda a, b: a * a, lambda a, b: a.__imul__(a))]
+    for text, out_of_place, in_place_op in cases:
+        a, b = place(x, dtype, "contiguous", device), place(y, dtype, "contiguous", device)
+        want = to_numpy(out_of_place(a, b))
+        if in_place_op(a, b) is not a:
+            return f"{text} returned a new tensor instead of the one it updates"
+        got = to_numpy(a)
+        if not _same(got, want):
+            return (f"{text} (the kernel's out aliasing its input) gave {got.ravel()[:8]}..., "
+                    f"out of place gave {want.ravel()[:8]}...")
+    return None
+
+
 def manifest_kernels(device: str, dtype: str) -> str | None:
     """Every provider's kernel table for the device type matches its manifest in both directions."""
     from ember_core.plugins import MANAGER
@@ -260,7 +282,8 @@ CHECKS: dict[str, Callable[[str, str], str | None]] = {
     "allocator": allocator, "synchronize": synchronize, "rng": rng, "manifest-kernels": manifest_kernels,
     "manifest-xfails": manifest_xfails,
 }
-PER_DTYPE: dict[str, Callable[[str, str], str | None]] = {"copies": copies, "item-tolist": item_tolist}
+PER_DTYPE: dict[str, Callable[[str, str], str | None]] = {"copies": copies, "item-tolist": item_tolist,
+                                                          "in-place": in_place}
 
 
 def contract_groups() -> list[tuple[str, str]]:

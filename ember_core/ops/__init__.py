@@ -114,9 +114,17 @@ def _reflected(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _inplace(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    into = getattr(getattr(fn, "__wrapped__", fn), "into", None)  # the binary family's in-place path
+
     def method(self: Any, other: Any) -> Any:
         from ember_core.creation import write_inplace
 
+        base = self if self._base is None else self._base
+        recorded = MODE.enabled and (self._requires_grad or base._requires_grad
+                                     or getattr(other, "_requires_grad", False))
+        if into is not None and not recorded and into(self, other):
+            self._storage.version += 1
+            return self
         source = self
         if MODE.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)):
             from ember_core.autograd.storage_grad import check_leaf

@@ -272,6 +272,35 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
             return composite(x1, x2)
         return out
 
+    def into(out: Tensor, x2: Any) -> bool:
+        """``out = op(out, x2)`` computed in out's own memory (the in-place operators, outside
+        autograd): the kernel's output is its first input.  False, with nothing written, when
+        that cannot be done exactly: a conversion of out, a broadcast past out's shape, an
+        operand partly overlapping out, a non-contiguous out, or no native kernel."""
+        x1 = out
+        if x2.__class__ is not Tensor:
+            x1, x2 = scalar_operands(schema, x1, x2)
+        device = out._device
+        if x2._device is not device or not out._contig:
+            return False
+        key = (x1._dtype, x2._dtype, device, _state.prefs or dispatch.current())
+        p = plans.get(key)
+        if p is None:
+            p = plans[key] = plan(x1, x2)
+        compute, out_dtype, _, kernel = p
+        if kernel is None or out_dtype is not out._dtype or x1._dtype is not compute:
+            return False
+        if x2._dtype is not compute:
+            x2 = cast(x2, compute)
+        if x2._shape != out._shape:
+            if _broadcast_pair(out._shape, x2._shape) != out._shape:
+                return False
+            x2 = broadcast_to(x2, out._shape)
+        if x2._storage is out._storage and (x2._offset != out._offset or x2._strides != out._strides):
+            return False  # x[1:] += x[:-1] must read the values before the write
+        return kernel(out, out, x2) is not NotImplemented
+
+    op.into = into  # type: ignore[attr-defined]
     return op
 
 
