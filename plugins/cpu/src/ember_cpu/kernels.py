@@ -144,6 +144,14 @@ def matmul(out: Any, a: Any, b: Any) -> None:
     _check(lib.ember_cpu_matmul(*(_desc(t, t._shape, t._strides) for t in (out, a, b))), "matmul")
 
 
+def _softmax(name: str, log_out: int) -> Callable[..., None]:
+    def kernel(out: Any, x: Any, *, axis: int) -> None:
+        _check(lib.ember_cpu_softmax(log_out, _desc(out, out._shape, out._strides), _desc(x, x._shape, x._strides),
+                                     axis), name)
+
+    return kernel
+
+
 def _all_desc(*tensors: Any) -> list[Any]:
     return [_desc(t, t._shape, t._strides) for t in tensors]
 
@@ -199,6 +207,8 @@ KERNELS: dict[str, Callable[..., None]] = {
     "sort": _sort("sort", lib.ember_cpu_sort),
     "argsort": _sort("argsort", lib.ember_cpu_argsort),
     "matmul": matmul,
+    "softmax": _softmax("softmax", 0),
+    "log_softmax": _softmax("log_softmax", 1),
     "take": take,
     "index_put": index_put,
     "nonzero": nonzero,

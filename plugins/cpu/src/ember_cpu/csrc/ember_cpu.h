@@ -96,6 +96,11 @@ int ember_cpu_searchsorted(const ember_tensor *out, const ember_tensor *x1,
  * other dtypes through a blocked C loop (float16/bfloat16 in float32). */
 int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember_tensor *b);
 
+/* ---- softmax (softmax.c) ------------------------------------------------------------------ */
+/* softmax (log_out == 0) or log_softmax of x along `axis`; out and x are contiguous, of one shape
+ * and one dtype, float32 or float64 (EMBER_ERR_UNSUPPORTED otherwise). */
+int ember_cpu_softmax(int log_out, const ember_tensor *out, const ember_tensor *x, int axis);
+
 /* ---- random numbers (random.c): Philox4x32-10; the stream (a cross-backend contract) is specified
  * at the top of random.c ------------------------------------------------------------------- */
 /* kind: EMBER_CPU_RANDOM_UNIFORM (a=low, b=high), _NORMAL (a=mean, b=std), _INTEGERS
