@@ -33,7 +33,20 @@ CASES = {
     "softmax": ([(3, 5, 4)], lambda m, x: m.softmax(x, 1)),
     "log_softmax": ([(3, 5, 4)], lambda m, x: m.log_softmax(x, -1)),
     "activations": ([(4, 7)], lambda m, x: m.relu(x) * 0.5 + m.gelu(x) + m.silu(x)),
+    "cross_entropy": ([(6, 4)], None),
+    "cross_entropy_per_row": ([(6, 4)], None),
 }
+TARGETS, CLASS_WEIGHTS = np.array([0, 3, 1, -100, 2, 2]), np.array([0.5, 1.0, 2.0, 1.5])
+
+
+def cross_entropy(m, x, reduction="mean"):
+    """log_softmax + nll_loss with an ignored row, class weights and label smoothing."""
+    if m is em:
+        return em.nll_loss(em.log_softmax(x, axis=1), em.asarray(TARGETS), em.asarray(CLASS_WEIGHTS),
+                           reduction=reduction, label_smoothing=0.1)
+    return torch.nn.functional.cross_entropy(x, torch.from_numpy(TARGETS), torch.from_numpy(CLASS_WEIGHTS),
+                                             reduction=reduction, label_smoothing=0.1)
+
 
 
 def _torch_ops():
@@ -69,13 +82,18 @@ def conv_relu(m, x, w, b):
     return torch.relu(torch.nn.functional.conv2d(x, w, b, padding=1))
 
 
+SPECIAL = {"conv2d_relu": conv_relu, "cross_entropy": cross_entropy,
+           "cross_entropy_per_row": lambda m, x: cross_entropy(m, x, "none")}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_backward_matches_torch(name):
     shapes, fn = CASES[name]
-    fn = fn or conv_relu
     ours, theirs = inputs(*shapes)
-    out = fn(em, *ours)
-    expected = fn(_torch_ops(), *theirs) if fn is not conv_relu else fn(torch, *theirs)
+    if fn is None:
+        out, expected = SPECIAL[name](em, *ours), SPECIAL[name](torch, *theirs)
+    else:
+        out, expected = fn(em, *ours), fn(_torch_ops(), *theirs)
     upstream = np.random.default_rng(9).standard_normal(expected.shape)
     out.backward(em.asarray(upstream))
     expected.backward(torch.from_numpy(upstream))
@@ -93,15 +111,17 @@ def _autograd_tool(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gradcheck(name):
     shapes, fn = CASES[name]
-    fn = fn or conv_relu
+    fn = fn or SPECIAL[name]
     ours, _ = inputs(*shapes, seed=1)
     assert _autograd_tool("gradcheck")(lambda *xs: fn(em, *xs), tuple(ours))
 
 
-@pytest.mark.parametrize("name", ["conv2d", "linear", "avg_pool2d", "softmax", "log_softmax", "activations"])
+@pytest.mark.parametrize("name", ["conv2d", "linear", "avg_pool2d", "softmax", "log_softmax", "activations",
+                                  "cross_entropy", "cross_entropy_per_row"])
 def test_second_derivatives(name):
     check = _autograd_tool("gradgradcheck")
     shapes, fn = CASES[name]
+    fn = fn or SPECIAL[name]
     ours, _ = inputs(*shapes, seed=2)
     assert check(lambda *xs: fn(em, *xs), tuple(ours))
 

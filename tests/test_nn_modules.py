@@ -54,6 +54,32 @@ def test_cross_entropy_matches_torch(reduction, label_smoothing, weighted):
     close(ours.grad, tlogits.grad)
 
 
+def test_cross_entropy_ignore_index_inside_the_classes_and_all_rows_ignored():
+    logits, target = rand(5, 4), np.array([1, 2, 1, 0, 3])
+    tlogits = torch.from_numpy(logits).requires_grad_()
+    expected = TF.cross_entropy(tlogits, torch.from_numpy(target), ignore_index=1)
+    ours = em64(logits).requires_grad_()
+    got = F.cross_entropy(ours, em.asarray(target), ignore_index=1)
+    close(got, expected)
+    expected.backward()
+    got.backward()
+    close(ours.grad, tlogits.grad)
+    nothing = F.cross_entropy(em64(logits), em.asarray(np.full(5, 7)), ignore_index=7)
+    assert np.isnan(float(nothing)), "a mean over no counted rows is 0/0, as in PyTorch"
+
+
+@pytest.mark.parametrize(("target", "error", "match"), [
+    (np.array([0, 4, 1]), em.IndexOutOfRangeError, r"class indices in \[0, 4\)"),
+    (np.array([0, -1, 1]), em.IndexOutOfRangeError, r"got values in \[-1, 1\]"),
+    (np.array([True, False, True]), em.DTypeError, "integer"),
+    (np.array([0.0, 1.0, 1.0]), em.ShapeError, "probability targets"),
+    (np.array([[0, 1, 1]]), em.ShapeError, "target shape"),
+])
+def test_cross_entropy_rejects_bad_targets(target, error, match):
+    with pytest.raises(error, match=match):
+        F.cross_entropy(em64(rand(3, 4)), em.asarray(target))
+
+
 def test_cross_entropy_spatial_and_probability_targets():
     logits, target = rand(2, 4, 3, 3), np.random.default_rng(1).integers(0, 4, (2, 3, 3))
     close(F.cross_entropy(em64(logits), em.asarray(target), label_smoothing=0.2),

@@ -43,7 +43,8 @@ def _usable(sample: Sample) -> bool:
 
 def grad_samples(schema: Any, dtype: str, device: str) -> list[Sample]:
     chosen = [s for s in samples_for(schema, "float32", device, 1) if _usable(s)][:SAMPLES_PER_OP]
-    return [Sample(s.name, custom=_grad_check(schema.name, s), code=_code(schema.name)) for s in chosen]
+    constants = {i for i, p in enumerate(schema.params) if schema.derivatives.get(p.name) == "non_differentiable"}
+    return [Sample(s.name, custom=_grad_check(schema.name, s, constants), code=_code(schema.name)) for s in chosen]
 
 
 def _code(op: str) -> str:
@@ -51,7 +52,8 @@ def _code(op: str) -> str:
             f"# out = em.ops.call({op!r}, *inputs); ag.grad((out * w).sum(), inputs)")
 
 
-def _grad_check(op: str, sample: Sample) -> Any:
+def _grad_check(op: str, sample: Sample, constants: set[int]) -> Any:
+    """``constants``: positions of the arguments the op declares non-differentiable (class weights)."""
     def check(device: str, dtype: str) -> str | None:
         try:
             import ember_core.autograd as ag
@@ -60,15 +62,21 @@ def _grad_check(op: str, sample: Sample) -> Any:
         rng = rng_for("grad", op, sample.name)
         values = {}
         for i, a in enumerate(sample.args):
-            if isinstance(a, Arr) and a.dtype in ("float32", "float64"):
+            if isinstance(a, Arr) and a.dtype in ("float32", "float64") and i not in constants:
                 shape = a.values.shape
                 values[i] = a.values * (1 + rng.uniform(-1e-3, 1e-3, shape)) + rng.uniform(-1e-4, 1e-4, shape)
+
+        def constant(i: int, a: Any, dev: str, dt: str) -> Any:
+            """A non-differentiable floating argument follows the dtype under test."""
+            if i in constants and isinstance(a, Arr) and a.dtype in ("float32", "float64"):
+                return place(a.values, dt, a.layout, dev)
+            return _materialize(a, dev)
 
         def run(dev: str, dt: str) -> tuple[Any, list[Any]]:
             leaves = {i: place(v, dt, sample.args[i].layout, dev) for i, v in values.items()}
             for t in leaves.values():
                 t.requires_grad = True
-            args = [leaves.get(i, _materialize(a, dev)) for i, a in enumerate(sample.args)]
+            args = [leaves.get(i, constant(i, a, dev, dt)) for i, a in enumerate(sample.args)]
             out = em_call(op, args, {k: _materialize(v, dev) for k, v in sample.kwargs.items()})
             out = out[0] if isinstance(out, (tuple, list)) else out
             w = place(rng_for("w", op, sample.name).uniform(0.5, 1.5, out.shape), dt, "contiguous", dev)
@@ -91,7 +99,7 @@ def _grad_check(op: str, sample: Sample) -> Any:
         positions = list(values)
 
         def f(*xs: Any) -> Any:
-            args = [_materialize(a, "cpu") for a in sample.args]
+            args = [constant(i, a, "cpu", "float64") for i, a in enumerate(sample.args)]
             for pos, x in zip(positions, xs):
                 args[pos] = x
             out = em_call(op, args, {k: _materialize(v, "cpu") for k, v in sample.kwargs.items()})

@@ -214,6 +214,21 @@ def _softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _nll_loss(log_probs: np.ndarray, target: np.ndarray, weight: np.ndarray | None = None, *, ignore_index: int = -100,
+              reduction: str = "mean", label_smoothing: float = 0.0) -> np.ndarray:
+    """PyTorch's nll_loss with class weights and label smoothing, row by row."""
+    rows, classes = log_probs.shape
+    w = np.ones(classes) if weight is None else weight
+    counted = target != ignore_index
+    t = np.where(counted, target, 0)
+    s = label_smoothing
+    loss = -((1 - s) * w[t] * log_probs[np.arange(rows), t] + s / classes * (log_probs * w).sum(axis=1))
+    loss = np.where(counted, loss, 0.0)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() / (w[t] * counted).sum()
+
+
 def _activation(out: np.ndarray, activation: str | None) -> np.ndarray:
     return np.maximum(out, 0) if activation == "relu" else out
 
@@ -228,6 +243,7 @@ REFERENCES.update({
     "conv2d": lambda x, weight, bias=None, *, activation=None, **kw: _activation(_conv2d(x, weight, bias, **kw),
                                                                                 activation),
     "max_pool2d": _max_pool2d, "avg_pool2d": _avg_pool2d, "adaptive_avg_pool2d": _adaptive_avg_pool2d,
+    "nll_loss": _nll_loss,
 })
 REFERENCES.update({
     "views.reshape": np.reshape, "views.permute_dims": np.permute_dims, "views.broadcast_to": np.broadcast_to,

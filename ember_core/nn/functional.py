@@ -204,51 +204,21 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None, 
 
 def _indexed_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,
                   smoothing: float) -> Tensor:
-    """sum_c -log_probs[i, c] * coef[i, c], where coef puts (1 - s) + s/C on the target class and
-    s/C elsewhere, scaled by the class weights, and 0 on ignored rows: one product and one sum."""
+    """The registry's nll_loss on (N, C) rows: unbatched (C,) inputs and spatial (N, C, d1, ...)
+    inputs are reshaped to it, classes last, and a per-element result back."""
     _check_reduction(reduction)
-    if target.dtype.kind not in "iu":
-        raise DTypeError(f"class-index targets must be integers, got {target.dtype.name}")
+    if not isinstance(target, Tensor) or target.dtype.kind not in "iu":
+        raise DTypeError(f"class-index targets must be integer tensors, got {getattr(target, 'dtype', type(target))}")
+    result_shape = target.shape
     if log_probs.ndim == 1:
         log_probs, target = log_probs.reshape((1, -1)), target.reshape(1)
-    n_classes = log_probs.shape[1]
     expected = (log_probs.shape[0], *log_probs.shape[2:])
     if target.shape != expected:
         raise ShapeError(f"target shape {target.shape} does not fit input of shape {log_probs.shape} "
                          f"(expected {expected})")
-    flat_lp, flat_target = _classes_last(log_probs), target.reshape(-1)
-    valid = _valid_targets(flat_target, n_classes, ignore_index)
-    is_target = em.expand_dims(flat_target, axis=-1) == em.arange(n_classes, device=target.device)
-    coef = em.astype(is_target, flat_lp.dtype)
-    if smoothing:
-        coef = coef * (1.0 - smoothing) + smoothing / n_classes
-    if weight is not None:
-        coef = coef * weight
-    if valid is not None:
-        coef = em.where(em.expand_dims(valid, axis=-1), coef, 0.0)
-    if reduction == "none":
-        return -em.sum(flat_lp * coef, axis=-1).reshape(target.shape)
-    total = -em.sum(flat_lp * coef)
-    if reduction == "sum":
-        return total
-    if weight is None:
-        return total / (flat_target.size if valid is None else em.sum(valid))
-    chosen = is_target if valid is None else is_target & em.expand_dims(valid, axis=-1)
-    return total / em.sum(em.where(chosen, weight, 0.0))
-
-
-def _valid_targets(target: Tensor, n_classes: int, ignore_index: int) -> Tensor | None:
-    """The mask of rows that count (None: all of them); every other value must be a class index."""
-    if not target.size:
-        return None
-    low, high = em.min(target).item(), em.max(target).item()
-    if 0 <= low and high < n_classes:
-        return target != ignore_index if 0 <= ignore_index < n_classes else None
-    valid = target != ignore_index
-    if em.any(valid & ((target < 0) | (target >= n_classes))):
-        raise em.IndexOutOfRangeError(f"targets must be class indices in [0, {n_classes}) or ignore_index "
-                                      f"({ignore_index}), got values in [{low}, {high}]")
-    return valid
+    loss = em.nll_loss(_classes_last(log_probs), target.reshape(-1), weight, ignore_index=ignore_index,
+                       reduction=reduction, label_smoothing=smoothing)
+    return loss.reshape(result_shape) if reduction == "none" else loss
 
 
 def _soft_target_loss(log_probs: Tensor, target: Tensor, weight: Tensor | None, reduction: str,

@@ -349,3 +349,46 @@ def log_softmax(x: Any, /, axis: int = -1) -> Any:
     ops = _ops()
     shifted = x - ops.max(x, axis=axis, keepdims=True)
     return shifted - ops.log(ops.sum(ops.exp(shifted), axis=axis, keepdims=True))
+
+
+# ---- losses -------------------------------------------------------------------------------------
+
+def _loss_coefficients(target: Any, weight: Any, n_classes: int, like: Any, ignore_index: int,
+                       label_smoothing: float) -> tuple[Any, Any]:
+    """coef (N, C): the weight of log_probs[i, c] in row i's loss, and the 'mean' divisor (the
+    summed weights of the targets that count)."""
+    from ember_core.creation import arange
+    from ember_core.views import expand_dims
+
+    ops = _ops()
+    is_target = expand_dims(target, axis=-1) == arange(n_classes, device=like.device)
+    counts = expand_dims(target != ignore_index, axis=-1)
+    coef = ops.astype(is_target, like.dtype)
+    if label_smoothing:
+        coef = coef * (1.0 - label_smoothing) + label_smoothing / n_classes
+    if weight is not None:
+        coef = coef * weight
+    coef = ops.where(counts, coef, 0.0)
+    chosen = is_target & counts
+    divisor = ops.sum(ops.astype(chosen, like.dtype) if weight is None else ops.where(chosen, weight, 0.0))
+    return coef, divisor
+
+
+def nll_loss(log_probs: Any, target: Any, weight: Any = None, /, *, ignore_index: int = -100,
+             reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
+    ops = _ops()
+    coef, divisor = _loss_coefficients(target, weight, log_probs.shape[1], log_probs, ignore_index, label_smoothing)
+    if reduction == "none":
+        return -ops.sum(log_probs * coef, axis=-1)
+    total = -ops.sum(log_probs * coef)
+    return total if reduction == "sum" else total / divisor
+
+
+def nll_loss_grad(grad_output: Any, target: Any, weight: Any = None, /, *, n_classes: int, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
+    from ember_core.views import expand_dims
+
+    coef, divisor = _loss_coefficients(target, weight, n_classes, grad_output, ignore_index, label_smoothing)
+    if reduction == "none":
+        return -coef * expand_dims(grad_output, axis=-1)
+    return -coef * (grad_output if reduction == "sum" else grad_output / divisor)

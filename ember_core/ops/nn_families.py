@@ -190,6 +190,77 @@ def _softmax(schema: OpSchema, a: dict[str, Any]) -> Call:
     return Call(x.shape, (x,), attrs, attrs)
 
 
+# ---- losses -------------------------------------------------------------------------------------
+
+_REDUCTIONS = ("none", "mean", "sum")
+_INT64_RANGE = range(-(2**63), 2**63)
+
+
+def _loss_attrs(schema: OpSchema, a: dict[str, Any]) -> dict[str, Any]:
+    reduction, smoothing, ignore_index = a["reduction"], a["label_smoothing"], a["ignore_index"]
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{schema.name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing <= 1.0:
+        raise ValueError(f"{schema.name}: label_smoothing must be a number in [0, 1], got {smoothing!r}")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int) or ignore_index not in _INT64_RANGE:
+        raise TypeError(f"{schema.name}: ignore_index must be an int64 value, got {ignore_index!r}")
+    return {"ignore_index": ignore_index, "reduction": reduction, "label_smoothing": float(smoothing)}
+
+
+def _class_targets(schema: OpSchema, target: Any, like: Tensor, rows: int, n_classes: int,
+                   ignore_index: int) -> Tensor:
+    """The targets as int64, each checked to be a class index or ignore_index (before any kernel
+    reads log_probs at them)."""
+    from ember_core.errors import IndexOutOfRangeError
+    from ember_core.ops import namespace as ops
+
+    target = as_tensor_arg(schema, target, "target")
+    same_device(schema, like, target)
+    if target._dtype.kind not in "iu":
+        raise DTypeError(f"{schema.name}: class-index targets must be integers, got {target._dtype.name}")
+    if target.shape != (rows,):
+        raise ShapeError(f"{schema.name}: target must have shape ({rows},) for these inputs, got {target.shape}")
+    if rows:
+        low, high = ops.min(target).item(), ops.max(target).item()
+        if (low < 0 or high >= n_classes) and ops.any(
+                (target != ignore_index) & ((target < 0) | (target >= n_classes))).item():
+            raise IndexOutOfRangeError(f"{schema.name}: targets must be class indices in [0, {n_classes}) or "
+                                       f"ignore_index ({ignore_index}), got values in [{low}, {high}]")
+    return target if target._dtype.name == "int64" else ops.astype(target, "int64")
+
+
+def _check_class_weight(schema: OpSchema, weight: Tensor | None, n_classes: int) -> None:
+    if weight is not None and weight.shape != (n_classes,):
+        raise ShapeError(f"{schema.name}: weight must have one entry per class, shape ({n_classes},), "
+                         f"got {weight.shape}")
+
+
+def _nll_loss(schema: OpSchema, a: dict[str, Any]) -> Call:
+    log_probs, weight = _tensors(schema, log_probs=a["log_probs"], weight=a["weight"])
+    if log_probs.ndim != 2:
+        raise ShapeError(f"{schema.name}: log_probs must be (N, C), got shape {log_probs.shape}; "
+                         f"nn.functional.nll_loss accepts (C,) and (N, C, d1, ...) too")
+    rows, n_classes = log_probs.shape
+    _check_class_weight(schema, weight, n_classes)
+    attrs = _loss_attrs(schema, a)
+    target = _class_targets(schema, a["target"], log_probs, rows, n_classes, attrs["ignore_index"])
+    return Call((rows,) if attrs["reduction"] == "none" else (), (log_probs, target, weight), attrs, attrs)
+
+
+def _nll_loss_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
+    grad_output, weight = _tensors(schema, grad_output=a["grad_output"], weight=a["weight"])
+    n_classes = a["n_classes"]
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
+        raise ValueError(f"{schema.name}: n_classes must be a positive int, got {n_classes!r}")
+    _check_class_weight(schema, weight, n_classes)
+    attrs = _loss_attrs(schema, a)
+    target = as_tensor_arg(schema, a["target"], "target")
+    rows = target.shape[0] if target.ndim == 1 else -1
+    target = _class_targets(schema, target, grad_output, rows, n_classes, attrs["ignore_index"])
+    _expect_shape(schema, "grad_output", grad_output, (rows,) if attrs["reduction"] == "none" else ())
+    return Call((rows, n_classes), (grad_output, target, weight), attrs, {"n_classes": n_classes, **attrs})
+
+
 # ---- the builder ----------------------------------------------------------------------------------
 
 _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
@@ -197,6 +268,7 @@ _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
     "linear": _linear, "max_pool2d": _max_pool2d, "max_pool2d_grad": _max_pool2d_backward,
     "max_pool2d_select": _max_pool2d_backward, "avg_pool2d": _avg_pool2d, "avg_pool2d_grad": _avg_pool2d_grad,
     "adaptive_avg_pool2d": _adaptive_avg_pool2d, "softmax": _softmax, "log_softmax": _softmax,
+    "nll_loss": _nll_loss, "nll_loss_grad": _nll_loss_grad,
 }
 
 
@@ -226,4 +298,4 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
     return op
 
 
-BUILDERS.update({family: _build for family in ("conv", "linear", "pool", "softmax")})
+BUILDERS.update({family: _build for family in ("conv", "linear", "pool", "softmax", "loss")})

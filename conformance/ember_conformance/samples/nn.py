@@ -1,9 +1,12 @@
-"""Neural-network ops: linear, pooling, softmax, conv2d's fused activation; the gradient helper ops
-(conv2d_input_grad, max_pool2d_grad ...) are checked through level 3, as gradients of their ops."""
+"""Neural-network ops: linear, pooling, softmax, losses, conv2d's fused activation; the gradient
+helper ops (conv2d_input_grad, max_pool2d_grad, nll_loss_grad ...) are checked through level 3, as
+gradients of their ops."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from ember_conformance.samples.base import Arr, Sample, rng_for, typical
 
@@ -40,6 +43,27 @@ def softmax(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
     rng = rng_for(schema.name, dtype)
     return [Sample("last-axis", (_x(rng, (4, 6), dtype),)), Sample("axis-0", (_x(rng, (4, 6), dtype, "transposed"), 0)),
             Sample("large-values", (Arr(typical(rng, (3, 5), dtype, 50.0, 80.0), dtype),))]
+
+
+def nll_loss(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    from ember_core.errors import DTypeError, IndexOutOfRangeError, ShapeError
+
+    rng = rng_for(schema.name, dtype)
+    log_probs = Arr(typical(rng, (6, 4), dtype, -4.0, 0.0), dtype)  # any values: the op does not normalise
+    target = Arr(np.array([0, 3, 1, -100, 2, 2]), "int64")
+    weight = Arr(typical(rng, (4,), dtype, 0.5, 2.0), dtype)
+    out = [Sample("mean", (log_probs, target)),
+           Sample("sum-weighted", (log_probs, target, weight), {"reduction": "sum"}),
+           Sample("per-row-smoothed", (log_probs, target, weight), {"reduction": "none", "label_smoothing": 0.1}),
+           Sample("ignore-a-class-int32", (Arr(typical(rng, (6, 4), dtype, -4.0, 0.0), dtype, "transposed"),
+                                           Arr(np.array([1, 2, 1, 0, 3, 1]), "int32")), {"ignore_index": 1})]
+    if level == 1:
+        out += [Sample("error-target-out-of-range", (log_probs, Arr(np.array([0, 4, 1, 1, 2, 2]), "int64")),
+                       error=IndexOutOfRangeError),
+                Sample("error-float-target", (log_probs, Arr(np.zeros(6), "float32")), error=DTypeError),
+                Sample("error-3-d-log-probs", (Arr(typical(rng, (2, 3, 4), dtype), dtype), target),
+                       error=ShapeError)]
+    return out
 
 
 def conv2d_fused(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:

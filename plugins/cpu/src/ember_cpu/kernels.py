@@ -152,6 +152,20 @@ def _softmax(name: str, log_out: int) -> Callable[..., None]:
     return kernel
 
 
+_REDUCTIONS = {"none": lib.EMBER_CPU_REDUCTION_NONE, "mean": lib.EMBER_CPU_REDUCTION_MEAN,
+               "sum": lib.EMBER_CPU_REDUCTION_SUM}
+
+
+def _nll(name: str, entry: Callable[..., int]) -> Callable[..., None]:
+    """nll_loss (first = log_probs) and nll_loss_grad (first = grad_output)."""
+    def kernel(out: Any, first: Any, target: Any, weight: Any, *, ignore_index: int, reduction: str,
+               label_smoothing: float) -> None:
+        _check(entry(*_all_desc(out, first, target), ffi.NULL if weight is None else _all_desc(weight)[0],
+                     ignore_index, _REDUCTIONS[reduction], label_smoothing), name)
+
+    return kernel
+
+
 def _all_desc(*tensors: Any) -> list[Any]:
     return [_desc(t, t._shape, t._strides) for t in tensors]
 
@@ -209,6 +223,8 @@ KERNELS: dict[str, Callable[..., None]] = {
     "matmul": matmul,
     "softmax": _softmax("softmax", 0),
     "log_softmax": _softmax("log_softmax", 1),
+    "nll_loss": _nll("nll_loss", lib.ember_cpu_nll_loss),
+    "nll_loss_grad": _nll("nll_loss_grad", lib.ember_cpu_nll_loss_grad),
     "take": take,
     "index_put": index_put,
     "nonzero": nonzero,

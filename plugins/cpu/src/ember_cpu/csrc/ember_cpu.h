@@ -101,6 +101,17 @@ int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember
  * and one dtype, float32 or float64 (EMBER_ERR_UNSUPPORTED otherwise). */
 int ember_cpu_softmax(int log_out, const ember_tensor *out, const ember_tensor *x, int axis);
 
+/* ---- losses (loss.c) --------------------------------------------------------------------- */
+enum ember_cpu_reduction { EMBER_CPU_REDUCTION_NONE = 0, EMBER_CPU_REDUCTION_MEAN = 1, EMBER_CPU_REDUCTION_SUM = 2 };
+/* nll_loss of log_probs (N, C) at int64 targets (N,), each in [0, C) or equal to ignore_index
+ * (EMBER_ERR_INDEX before any write otherwise); weight (C,) or NULL; out (N,) for
+ * EMBER_CPU_REDUCTION_NONE, else 0-d.  float32/float64, all contiguous. */
+int ember_cpu_nll_loss(const ember_tensor *out, const ember_tensor *log_probs, const ember_tensor *target,
+                       const ember_tensor *weight, int64_t ignore_index, int reduction, double smoothing);
+/* Its gradient with respect to log_probs: out (N, C); grad_output has the loss's shape. */
+int ember_cpu_nll_loss_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *target,
+                            const ember_tensor *weight, int64_t ignore_index, int reduction, double smoothing);
+
 /* ---- random numbers (random.c): Philox4x32-10; the stream (a cross-backend contract) is specified
  * at the top of random.c ------------------------------------------------------------------- */
 /* kind: EMBER_CPU_RANDOM_UNIFORM (a=low, b=high), _NORMAL (a=mean, b=std), _INTEGERS
