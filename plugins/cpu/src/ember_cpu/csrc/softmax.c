@@ -6,9 +6,10 @@
  * m first keeps exp from overflowing; s accumulates in double for float32 too.  NaN anywhere in a
  * slice makes the whole slice NaN (through s), as the composite does.
  *
- * When the axis is the last one (inner == 1) each row is three vectorised passes.  Otherwise the
- * passes run across the inner positions, with the running maxima and sums of one outer block in
- * scratch rows, so that every loop is still unit-stride. */
+ * When the axis is the last one (inner == 1) each row is three vectorised passes, and short rows
+ * share their exp pass with their neighbours.  Otherwise the passes run across the inner
+ * positions, with the running maxima and sums of one outer block in scratch rows, so that every
+ * loop is still unit-stride. */
 #include <math.h>
 #include <stdlib.h>
 #include "common.h"
@@ -20,16 +21,25 @@ float expf(float);
 double exp(double);
 #endif
 
+/* Rows shorter than this go through exp in batches of several rows (one flat vector loop over a
+ * batch): a vector loop over a 10-element row would run almost entirely in its scalar tail. */
+#define SHORT_ROWS 1024
+
 #define DEFINE_SOFTMAX(NAME, T, EXP)                                                               \
-    /* one row along the last axis */                                                              \
-    static void NAME##_row(int log_out, const T *x, T *o, int64_t n) {                             \
+    static T NAME##_max(const T *x, int64_t n) {                                                   \
         T m = -INFINITY;                                                                           \
         int nan = 0;                                                                               \
+        _Pragma("omp simd reduction(max:m) reduction(|:nan)")                                      \
         for (int64_t j = 0; j < n; j++) {                                                          \
             m = x[j] > m ? x[j] : m;                                                               \
             nan |= x[j] != x[j];                                                                   \
         }                                                                                          \
-        if (nan) m = NAN;                                                                          \
+        return nan ? (T)NAN : m;                                                                   \
+    }                                                                                              \
+                                                                                                   \
+    /* one long row along the last axis: three vector loops */                                     \
+    static void NAME##_row(int log_out, const T *restrict x, T *restrict o, int64_t n) {           \
+        T m = NAME##_max(x, n);                                                                    \
         double s = 0;                                                                              \
         if (log_out) {                                                                             \
             _Pragma("omp simd reduction(+:s)")                                                     \
@@ -38,6 +48,7 @@ double exp(double);
                 s += EXP(o[j]);                                                                    \
             }                                                                                      \
             T shift = (T)log(s);                                                                   \
+            _Pragma("omp simd")                                                                    \
             for (int64_t j = 0; j < n; j++) o[j] -= shift;                                         \
         } else {                                                                                   \
             _Pragma("omp simd reduction(+:s)")                                                     \
@@ -46,7 +57,38 @@ double exp(double);
                 s += o[j];                                                                         \
             }                                                                                      \
             T scale = (T)(1.0 / s);                                                                \
+            _Pragma("omp simd")                                                                    \
             for (int64_t j = 0; j < n; j++) o[j] *= scale;                                         \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* `rows` short rows (n < SHORT_ROWS) along the last axis, a batch of rows at a time */        \
+    static void NAME##_short_rows(int log_out, const T *restrict x, T *restrict o, int64_t rows,   \
+                                  int64_t n) {                                                     \
+        T e[SHORT_ROWS];                                                                           \
+        int64_t per = SHORT_ROWS / n;                                                              \
+        for (int64_t r0 = 0; r0 < rows; r0 += per) {                                               \
+            int64_t nr = ember_min64(per, rows - r0), len = nr * n;                                \
+            const T *xb = x + r0 * n;                                                              \
+            T *ob = o + r0 * n;                                                                    \
+            for (int64_t r = 0; r < nr; r++) {                                                     \
+                T m = NAME##_max(xb + r * n, n);                                                   \
+                for (int64_t j = 0; j < n; j++) ob[r * n + j] = xb[r * n + j] - m;                 \
+            }                                                                                      \
+            _Pragma("omp simd")                                                                    \
+            for (int64_t k = 0; k < len; k++) e[k] = EXP(ob[k]);                                   \
+            for (int64_t r = 0; r < nr; r++) {                                                     \
+                double s = 0;                                                                      \
+                for (int64_t j = 0; j < n; j++) s += e[r * n + j];                                 \
+                T *orow = ob + r * n;                                                              \
+                if (log_out) {                                                                     \
+                    T shift = (T)log(s);                                                           \
+                    for (int64_t j = 0; j < n; j++) orow[j] -= shift;                              \
+                } else {                                                                           \
+                    T scale = (T)(1.0 / s);                                                        \
+                    for (int64_t j = 0; j < n; j++) orow[j] = e[r * n + j] * scale;                \
+                }                                                                                  \
+            }                                                                                      \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
@@ -62,6 +104,7 @@ double exp(double);
         for (int64_t j = 0; j < n; j++) {                                                          \
             const T *xj = x + j * inner;                                                           \
             T *oj = o + j * inner;                                                                 \
+            _Pragma("omp simd")                                                                    \
             for (int64_t k = 0; k < inner; k++) {                                                  \
                 oj[k] = EXP(xj[k] - m[k]);                                                         \
                 s[k] += oj[k];                                                                     \
@@ -83,6 +126,15 @@ double exp(double);
         const T *x = (const T *)xb;                                                                \
         T *o = (T *)ob;                                                                            \
         int threads = ember_threads_for(outer * n * inner, outer);                                 \
+        if (inner == 1 && n < SHORT_ROWS) {                                                        \
+            int64_t per_thread = (outer + threads - 1) / threads;                                  \
+            _Pragma("omp parallel for num_threads(threads) schedule(static)")                      \
+            for (int t = 0; t < threads; t++) {                                                    \
+                int64_t r0 = t * per_thread, nr = ember_min64(per_thread, outer - r0);             \
+                if (nr > 0) NAME##_short_rows(log_out, x + r0 * n, o + r0 * n, nr, n);             \
+            }                                                                                      \
+            return EMBER_OK;                                                                       \
+        }                                                                                          \
         if (inner == 1) {                                                                          \
             _Pragma("omp parallel for num_threads(threads) schedule(static)")                      \
             for (int64_t r = 0; r < outer; r++) NAME##_row(log_out, x + r * n, o + r * n, n);      \
