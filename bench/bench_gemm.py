@@ -2,8 +2,8 @@
 
 Run: ``python bench/bench_gemm.py [--threads 2] [--rounds 15] [--shapes 2048x2048x2048,...]``
 (shapes are MxKxN; a suffix ``:aT`` or ``:bT`` makes that operand a transposed view, as in the
-backward pass of a linear layer; ``--shapes mlp`` runs the products of a 784-256-256 MLP step at
-batch 128).  Each round times one batch of calls per framework in turn, so that a noisy,
+backward pass of a linear layer; ``--shapes mlp`` runs the products of a 784-256-256-10 MLP step
+at batch 128).  Each round times one batch of calls per framework in turn, so that a noisy,
 shared machine slows all of them alike; the ratio ember / PyTorch is taken per round and
 reported as its median and its best (lower is better), with each framework's median GFLOP/s.
 """
@@ -24,7 +24,8 @@ except ImportError:  # the ember and numpy columns still run
     torch = None
 
 DEFAULT_SHAPES = "2048x2048x2048,512x512x512,1024x1024x1024,256x4096x4096,256x2048x2048,128x128x128"
-MLP_SHAPES = "128x784x256,128x256x256,256x128x784:aT,784x128x256:aT,128x256x784:bT,128x256x256:bT"
+MLP_SHAPES = ("128x784x256,128x256x256,256x128x784:aT,784x128x256:aT,128x256x784:bT,128x256x256:bT,"
+              "128x256x10:bT,128x10x256,10x128x256:aT")
 
 
 def seconds(fn: Callable[[], object], calls: int) -> float:
