@@ -100,6 +100,23 @@ def broadcast_to(x: Tensor, shape: Any) -> Tensor:
     return x._view(shape, tuple(strides), x._offset)
 
 
+_expansions: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], tuple[int, ...]] = {}
+
+
+def expand_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Internal broadcast_to for a shape the caller computed with broadcast_shapes (so already
+    valid): outside autograd, with the strides cached per layout.  The ops' hot paths use it."""
+    if x._shape == shape:
+        return x
+    key = (x._shape, x._strides, shape)
+    strides = _expansions.get(key)
+    if strides is None:
+        if len(_expansions) > 4096:
+            _expansions.clear()
+        strides = _expansions[key] = RAW["broadcast_to"](x, shape)._strides
+    return x._view(shape, strides, x._offset)
+
+
 @view_op
 def permute_dims(x: Tensor, axes: Any) -> Tensor:
     axes = tuple(normalize_axis(a, x.ndim) for a in axes)
@@ -129,13 +146,26 @@ def _infer_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tu
     return shape
 
 
+_contiguous_reshapes: dict[tuple[tuple[int, ...], tuple[Any, ...]], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
 @view_op
 def reshape(x: Tensor, shape: Any, *, copy: bool | None = None) -> Tensor:
+    if x._contig and copy is None and shape.__class__ is tuple:  # the common call: a cached layout
+        known = _contiguous_reshapes.get((x._shape, shape))
+        if known is not None:
+            return x._view(known[0], known[1], x._offset)
+    asked = shape
     shape = _infer_shape(tuple(int(n) for n in ((shape,) if isinstance(shape, int) else shape)), x._numel, x._shape)
     if copy is True:
         return reshape(x.contiguous() if not x._contig else _copy(x), shape)
     if x._contig:
-        return x._view(shape, contiguous_strides(shape), x._offset)
+        strides = contiguous_strides(shape)
+        if asked.__class__ is tuple and copy is None:
+            if len(_contiguous_reshapes) > 4096:
+                _contiguous_reshapes.clear()
+            _contiguous_reshapes[x._shape, asked] = (shape, strides)
+        return x._view(shape, strides, x._offset)
     strides = _split_view_strides(x, shape)
     if strides is not None:
         return x._view(shape, strides, x._offset)

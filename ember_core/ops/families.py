@@ -29,7 +29,14 @@ from ember_core.errors import (
 from ember_core.ops.registry import OpSchema
 from ember_core.plugins import MAX_NDIM
 from ember_core.tensor import Storage, Tensor, contiguous_strides
-from ember_core.views import broadcast_shapes, broadcast_to, normalize_axes, normalize_axis, permute_dims
+from ember_core.views import (
+    broadcast_shapes,
+    broadcast_to,
+    expand_to,
+    normalize_axes,
+    normalize_axis,
+    permute_dims,
+)
 
 _make_contiguous = Tensor._make_contiguous
 _layouts: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}
@@ -260,10 +267,7 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         shape = x1._shape
         if x2._shape != shape:
             shape = _broadcast_pair(shape, x2._shape)
-            if x1._shape != shape:
-                x1 = broadcast_to(x1, shape)
-            if x2._shape != shape:
-                x2 = broadcast_to(x2, shape)
+            x1, x2 = expand_to(x1, shape), expand_to(x2, shape)
         out = empty(shape, out_dtype, device)
         if kernel is not None:
             if kernel(out, x1, x2) is NotImplemented and not run(schema, choice.next, (out,), (x1, x2), {}):
@@ -295,7 +299,7 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         if x2._shape != out._shape:
             if _broadcast_pair(out._shape, x2._shape) != out._shape:
                 return False
-            x2 = broadcast_to(x2, out._shape)
+            x2 = expand_to(x2, out._shape)
         if x2._storage is out._storage and (x2._offset != out._offset or x2._strides != out._strides):
             return False  # x[1:] += x[:-1] must read the values before the write
         return kernel(out, out, x2) is not NotImplemented
@@ -316,7 +320,7 @@ def build_where(schema: OpSchema, composite: Callable | None) -> Callable[..., T
         shape = broadcast_shapes(condition._shape, x1._shape, x2._shape)
         compute = dt.promote_types(x1._dtype, x2._dtype)
         choice = resolve(schema, device, compute, composite)
-        ins = tuple(broadcast_to(t, shape) for t in (condition, cast(x1, compute), cast(x2, compute)))
+        ins = tuple(expand_to(t, shape) for t in (condition, cast(x1, compute), cast(x2, compute)))
         out = empty(shape, compute, device)
         if choice.how == "composite" or not run(schema, choice, (out,), ins, {}):
             dispatch.note_composite(schema.name, device.type, compute)
@@ -556,10 +560,14 @@ def build_matmul(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         if a._shape[-1] != b._shape[-2]:
             raise ShapeError(f"matmul: shapes {x1._shape} and {x2._shape} do not fit "
                              f"({a._shape[-1]} != {b._shape[-2]} in the contracted dimension)")
-        batch = broadcast_shapes(a._shape[:-2], b._shape[:-2])
+        a_batch, b_batch = a._shape[:-2], b._shape[:-2]
+        batch = a_batch if a_batch == b_batch else broadcast_shapes(a_batch, b_batch)
         m, n = a._shape[-2], b._shape[-1]
-        a = broadcast_to(cast(a, compute), (*batch, *a._shape[-2:]))
-        b = broadcast_to(cast(b, compute), (*batch, *b._shape[-2:]))
+        a, b = cast(a, compute), cast(b, compute)
+        if a_batch != batch:
+            a = expand_to(a, (*batch, *a._shape[-2:]))
+        if b_batch != batch:
+            b = expand_to(b, (*batch, *b._shape[-2:]))
         out = empty((*batch, m, n), compute, device)
         run(schema, resolve(schema, device, compute, None), (out,), (a, b), {})
         if x1.ndim == 1:

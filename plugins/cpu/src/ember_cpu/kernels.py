@@ -37,15 +37,7 @@ def _desc(t: Any, shape: list[int] | tuple[int, ...], strides: list[int] | tuple
     if ndim > _MAX_NDIM:
         raise ShapeError(f"ember-cpu handles at most {_MAX_NDIM} non-mergeable dimensions, this layout has {ndim}; "
                          f"make the tensor contiguous first")
-    d = ffi.new("ember_tensor *")
-    d.struct_size = _SIZE
-    d.dtype = t._dtype.code
-    d.ndim = ndim
-    d.data = t._storage.handle
-    d.offset = t._offset
-    d.shape[0:ndim] = shape
-    d.strides[0:ndim] = strides
-    return d
+    return ffi.new("ember_tensor *", (_SIZE, t._dtype.code, ndim, 0, t._storage.handle, t._offset, shape, strides))
 
 
 def _same_shape_call(name: str, entry: Callable[..., int], lead: tuple[Any, ...], *tensors: Any) -> None:
