@@ -136,6 +136,11 @@ def matmul(out: Any, a: Any, b: Any) -> None:
     _check(lib.ember_cpu_matmul(*(_desc(t, t._shape, t._strides) for t in (out, a, b))), "matmul")
 
 
+def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) -> None:
+    _check(lib.ember_cpu_linear(*_all_desc(out, x, weight), ffi.NULL if bias is None else _all_desc(bias)[0],
+                                int(activation == "relu")), "linear")
+
+
 def _softmax(name: str, log_out: int) -> Callable[..., None]:
     def kernel(out: Any, x: Any, *, axis: int) -> None:
         _check(lib.ember_cpu_softmax(log_out, _desc(out, out._shape, out._strides), _desc(x, x._shape, x._strides),
@@ -213,6 +218,7 @@ KERNELS: dict[str, Callable[..., None]] = {
     "sort": _sort("sort", lib.ember_cpu_sort),
     "argsort": _sort("argsort", lib.ember_cpu_argsort),
     "matmul": matmul,
+    "linear": linear,
     "softmax": _softmax("softmax", 0),
     "log_softmax": _softmax("log_softmax", 1),
     "nll_loss": _nll("nll_loss", lib.ember_cpu_nll_loss),

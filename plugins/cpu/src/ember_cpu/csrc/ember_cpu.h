@@ -96,6 +96,11 @@ int ember_cpu_searchsorted(const ember_tensor *out, const ember_tensor *x1,
  * other dtypes through a blocked C loop (float16/bfloat16 in float32). */
 int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember_tensor *b);
 
+/* out(M, N) = x(M, K) @ weight(N, K)^T, plus bias (N,) when not NULL, then relu when relu != 0
+ * (NaN stays NaN).  float32/float64; out and bias contiguous. */
+int ember_cpu_linear(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                     const ember_tensor *bias, int relu);
+
 /* ---- softmax (softmax.c) ------------------------------------------------------------------ */
 /* softmax (log_out == 0) or log_softmax of x along `axis`; out and x are contiguous, of one shape
  * and one dtype, float32 or float64 (EMBER_ERR_UNSUPPORTED otherwise). */
