@@ -1,9 +1,9 @@
 """Thin float32 products, ``x @ w.T`` with few output columns (gemm_f32.c's dot-product kernel).
 
-matmul.c sends float32 outputs of 9 to 31 columns, K >= 32, whose a rows and b columns are
-contiguous along K there (on AVX-512 machines; elsewhere these calls test OpenBLAS).  The kernel
-computes blocks of 2 rows x up to 12 columns, 16 k-steps per iteration with a masked tail, and
-reduces four outputs' lanes at once: the extents below straddle each of those boundaries, and the
+matmul.c sends float32 outputs of 9 to 31 columns (or of up to 4 rows at any width), K >= 32,
+whose a rows and b columns are contiguous along K there (on AVX-512 machines; elsewhere these
+calls test OpenBLAS).  The kernel computes blocks of 2 rows x up to 12 columns, 16 k-steps per
+iteration with a masked tail, and reduces four outputs' lanes at once: the extents below straddle each of those boundaries, and the
 layouts cover every stride the kernel reads in place (row gaps, negative and zero strides,
 strided or column-major outputs, batches, threads).  Checks as in test_native_gemm.py: small
 integers must match float64 bit for bit, uniform inputs stay within float32's summation bound.
@@ -35,6 +35,17 @@ def w_t(k: int, n: int, make=integers) -> np.ndarray:
 def test_extents_exact(m, k, n):
     a, b = integers((m, k)), w_t(k, n)
     assert_exact(matmul(a, b), a, b)
+
+
+@pytest.mark.parametrize("n", [32, 33, 100, 2048])
+@pytest.mark.parametrize("k", [32, 257, 1024])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5])
+def test_few_rows_any_width(m, k, n):
+    """Up to 4 rows (batch-1 inference) take the dot kernel at any width; 5 rows go back to GEMM."""
+    a, b = integers((m, k)), w_t(k, n)
+    assert_exact(matmul(a, b), a, b)
+    a, b = uniform((m, k)), w_t(k, n, uniform)
+    assert_rounded(matmul(a, b), a, b)
 
 
 @pytest.mark.parametrize("m,k,n", [(128, 256, 10), (129, 4097, 10), (5, 20000, 31)])

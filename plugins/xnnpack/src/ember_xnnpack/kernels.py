@@ -151,12 +151,21 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
                 "conv2d_input_grad")
 
 
+# From this many rows on ember-cpu's GEMM is faster than XNNPACK's fully-connected operator
+# (2 threads: 32 x 512 -> 64 39 vs 88 us, 128 x 784 -> 256 340 vs 446, 256 x 2048 -> 2048 8.8 vs
+# 11 ms); below it, at inference batch sizes, XNNPACK's prepacked weights win (8 x 1024 -> 1024
+# 298 vs 307 us; 4 x 1024 -> 1024 on one thread 258 vs 382).
+_LINEAR_MAX_ROWS = 32
+
+
 def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) -> Any:
     if _nothing_to_do(out):
         return None
     if activation not in _CLAMPS or not _takes(out, x, weight, bias) or not x._numel:
         return NotImplemented
     rows, features = x._shape
+    if rows >= _LINEAR_MAX_ROWS:
+        return NotImplemented
     out_features = weight._shape[0]
     if weight._shape != (out_features, features) or (bias is not None and bias._shape != (out_features,)):
         raise ShapeError(f"ember-xnnpack linear: x {x._shape}, weight {weight._shape} and bias "

@@ -418,15 +418,19 @@ enum native_kind { NATIVE_NONE = 0, NATIVE_GEMM, NATIVE_DOT };
  * K (x @ w.T) take the dot-product kernel, which reads both in place (gemm_f32.c): one thread,
  * 128 x 256 @ 256 x 10 6-7 us vs OpenBLAS 17-19, 128 x 784 @ 784 x 10 16-21 vs 57-61, x 16 or 31
  * columns 1.5x.  OpenBLAS keeps 8 columns or fewer and K below 32, where its small-matrix kernels
- * win (128 x 256 @ 256 x 4: 2.3-2.5 us vs 3.4-4.1; 128 x 10 @ 10 x 10: 1.7 vs 2.7). */
+ * win (128 x 256 @ 256 x 4: 2.3-2.5 us vs 3.4-4.1; 128 x 10 @ 10 x 10: 1.7 vs 2.7).  Up to
+ * DOT_MAX_M rows (inference at batch 1-4) take it at any width: the product is a pass over w,
+ * which packing would double (1 x 2048 @ 2048 x 2048, one thread: 0.68 ms vs 1.98 packed, PyTorch
+ * 0.66; 4 x 1024 @ 1024 x 1024 packed 0.53 ms, PyTorch 0.33). */
 #define DOT_MIN_N 9
 #define DOT_MIN_K 32
+#define DOT_MAX_M 4
 
 static int wants_native(const problem *p) {
     if (p->cdt != EMBER_FLOAT32 || !ember_cpu_sgemm_supported()) return NATIVE_NONE;
     /* in place only: a float16 or bfloat16 operand is converted (packed) first */
-    if (p->dtype == EMBER_FLOAT32 && p->N >= DOT_MIN_N && p->N < NATIVE_MIN_N && p->K >= DOT_MIN_K &&
-        p->a.cs == 1 && p->b.rs == 1)
+    if (p->dtype == EMBER_FLOAT32 && p->N >= DOT_MIN_N && (p->N < NATIVE_MIN_N || p->M <= DOT_MAX_M) &&
+        p->K >= DOT_MIN_K && p->a.cs == 1 && p->b.rs == 1)
         return NATIVE_DOT;
     if (p->N >= NATIVE_MIN_N && (double)p->M * (double)p->N * (double)p->K >= (double)NATIVE_MIN_MACS)
         return NATIVE_GEMM;
