@@ -3,10 +3,11 @@
 matmul.c sends float32 outputs of 9 to 31 columns (or of up to 4 rows at any width), K >= 32,
 whose a rows and b columns are contiguous along K there (on AVX-512 machines; elsewhere these
 calls test OpenBLAS).  The kernel computes blocks of 2 rows x up to 12 columns, 16 k-steps per
-iteration with a masked tail, and reduces four outputs' lanes at once: the extents below straddle
-each of those boundaries, and the layouts cover every stride the kernel reads in place (row gaps, negative and zero strides,
-strided or column-major outputs, batches, threads).  Checks as in test_native_gemm.py: small
-integers must match float64 bit for bit, uniform inputs stay within float32's summation bound.
+iteration with a masked tail, and reduces four outputs' lanes at once: the extents below
+straddle each of those boundaries, and the layouts cover every stride the kernel reads in place
+(row gaps, negative and zero strides, strided or column-major outputs, batches, threads).
+Checks as in test_native_gemm.py: small integers must match float64 bit for bit, uniform inputs
+stay within float32's summation bound.
 """
 
 from __future__ import annotations
