@@ -14,6 +14,7 @@ from toy_backend import Toy
 import ember_core as em
 from ember_core import plugins
 from ember_core.dispatch import FallbackWarning
+from ember_core.ops.registry import REGISTRY
 from ember_core.plugins import ABI_MAJOR, ABI_MINOR, MANAGER
 
 
@@ -182,6 +183,20 @@ def test_plugin_declares_and_implements_a_vendor_op(tmp_path):
         assert x.grad.tolist() == [2.0, 2.0, 2.0]
     finally:
         plugins.unregister(backend.name)
+    assert REGISTRY.get("toyvendor.twice") is None, "an unregistered plugin's vendor ops go with it"
+    assert not hasattr(em.ops.namespace.toyvendor, "twice")
+
+    class BrokenManifest(Vendor):
+        name = "brokenvendortoy"
+
+        @plugins.hookimpl
+        def ember_plugin_info(self):
+            return plugins.PluginInfo(name=self.name, version="1", abi=self.abi, device_types=self.device_types,
+                                      manifest=tmp_path / "missing.toml")
+
+    with pytest.raises(em.PluginError):
+        plugins.register(BrokenManifest())
+    assert REGISTRY.get("toyvendor.twice") is None, "a plugin that failed to register leaves no ops behind"
 
 
 def test_set_num_threads_reaches_the_backend_and_keeps_results():

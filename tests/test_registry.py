@@ -69,10 +69,14 @@ def test_methods_and_operators_come_from_the_registry():
 def test_vendor_ops_become_callable(tmp_path):
     path = write(tmp_path, 'namespace = "acme"\n[ops.double]\nsignature = "(x: Tensor, /) -> Tensor"\n'
                            'family = "composite"\ndtypes = "numeric"\nkind = "composite"\ncomposite = "add(x, x)"\n')
-    from ember_core.ops import load_vendor_file
+    from ember_core.ops import load_vendor_file, unload_vendor_ops
 
     assert load_vendor_file(str(path)) == ["acme.double"]
-    assert em.ops.namespace.acme.double(em.asarray([1.5])).tolist() == [3.0]
+    try:
+        assert em.ops.namespace.acme.double(em.asarray([1.5])).tolist() == [3.0]
+    finally:
+        unload_vendor_ops(["acme.double"])
+    assert REGISTRY.get("acme.double") is None and not hasattr(em.ops.namespace.acme, "double")
 
 
 def test_signature_round_trips():

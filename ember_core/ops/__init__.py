@@ -144,11 +144,25 @@ def load_vendor_file(path: str) -> list[str]:
         for schema in loaded:
             _install(schema)
     except RegistryError:  # all or nothing: a broken file leaves no half-declared ops behind
-        for schema in loaded:
-            REGISTRY.ops.pop(schema.name, None)
-            ENTRIES.pop(schema.name, None)
+        unload_vendor_ops([s.name for s in loaded])
         raise
     return [s.name for s in loaded]
+
+
+def unload_vendor_ops(names: list[str]) -> None:
+    """Forget vendor ops (their plugin was unregistered, or failed to register)."""
+    for name in names:
+        REGISTRY.ops.pop(name, None)
+        ENTRIES.pop(name, None)
+        _EXPRESSION_GLOBALS.pop(name, None)
+        *path, leaf = name.split(".")
+        target: Any = namespace
+        for part in path:
+            target = target.__dict__.get(part)
+            if target is None:
+                break
+        else:
+            target.__dict__.pop(leaf, None)
 
 
 for _schema in REGISTRY:

@@ -65,6 +65,7 @@ class Backend:
     module: Any
     manifest: Manifest
     hooks: dict[str, Callable[..., Any]]
+    vendor_ops: list[str] = field(default_factory=list)  # declared by its ember_op_declarations
     _kernels: dict[str, Mapping[str, Callable[..., None]]] = field(default_factory=dict)
 
     @property
@@ -156,6 +157,9 @@ class PluginManager:
             backend = self.backends.pop(name, None)
             self.broken.pop(name, None)
             if backend is not None:
+                from ember_core.ops import unload_vendor_ops
+
+                unload_vendor_ops(backend.vendor_ops)
                 self.pm.unregister(backend.module)
                 for device_type in backend.info.device_types:
                     self.device_owner.pop(device_type, None)
@@ -201,6 +205,7 @@ class PluginManager:
         if package and info.package is None:
             info = PluginInfo(**{**info.__dict__, "package": package})
         label = info.package or f"ember-{info.name}"
+        vendor_ops: list[str] = []
         try:
             _check_abi(info, label)
             if info.name in self.backends:
@@ -222,13 +227,18 @@ class PluginManager:
                 from ember_core.ops import load_vendor_file
 
                 for path in hooks["ember_op_declarations"]() or ():
-                    load_vendor_file(str(path))
+                    vendor_ops += load_vendor_file(str(path))
             manifest = load_manifest(info.manifest, label)
             _check_hook_signatures(self.pm, module, label)
-        except PluginError as exc:
-            exc.plugin_name = info.name  # type: ignore[attr-defined]
+        except Exception as exc:
+            if vendor_ops:  # a plugin that is not registered leaves no ops behind
+                from ember_core.ops import unload_vendor_ops
+
+                unload_vendor_ops(vendor_ops)
+            if isinstance(exc, PluginError):
+                exc.plugin_name = info.name  # type: ignore[attr-defined]
             raise
-        return Backend(info=info, module=module, manifest=manifest, hooks=hooks)
+        return Backend(info=info, module=module, manifest=manifest, hooks=hooks, vendor_ops=vendor_ops)
 
     # ---- lookups -------------------------------------------------------------------------------
 
