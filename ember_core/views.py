@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from ember_core.autograd.grad_mode import MODE
@@ -80,27 +81,33 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-@view_op
-def broadcast_to(x: Tensor, shape: Any) -> Tensor:
-    shape = as_shape(shape)
-    if shape == x._shape:
-        return x
-    if len(shape) < x.ndim:
-        raise ShapeError(f"cannot broadcast shape {x._shape} to fewer dimensions {shape}")
-    lead = len(shape) - x.ndim
+def _broadcast_strides(old_shape: tuple[int, ...], old_strides: tuple[int, ...],
+                       shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides that read a layout as ``shape``: 0 along new and size-1 dims."""
+    if len(shape) < len(old_shape):
+        raise ShapeError(f"cannot broadcast shape {old_shape} to fewer dimensions {shape}")
+    lead = len(shape) - len(old_shape)
     strides = [0] * lead
-    for i, (n, s) in enumerate(zip(x._shape, x._strides)):
+    for i, (n, s) in enumerate(zip(old_shape, old_strides)):
         target = shape[lead + i]
         if n == target:
             strides.append(s)
         elif n == 1:
             strides.append(0)
         else:
-            raise ShapeError(f"cannot broadcast shape {x._shape} to {shape}: dimension {i} is {n}, not 1 or {target}")
-    return x._view(shape, tuple(strides), x._offset)
+            raise ShapeError(f"cannot broadcast shape {old_shape} to {shape}: dimension {i} is {n}, not 1 or {target}")
+    return tuple(strides)
 
 
-_expansions: dict[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], tuple[int, ...]] = {}
+_cached_broadcast_strides = lru_cache(maxsize=4096)(_broadcast_strides)
+
+
+@view_op
+def broadcast_to(x: Tensor, shape: Any) -> Tensor:
+    shape = as_shape(shape)
+    if shape == x._shape:
+        return x
+    return x._view(shape, _broadcast_strides(x._shape, x._strides, shape), x._offset)
 
 
 def expand_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -108,13 +115,7 @@ def expand_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
     valid): outside autograd, with the strides cached per layout.  The ops' hot paths use it."""
     if x._shape == shape:
         return x
-    key = (x._shape, x._strides, shape)
-    strides = _expansions.get(key)
-    if strides is None:
-        if len(_expansions) > 4096:
-            _expansions.clear()
-        strides = _expansions[key] = RAW["broadcast_to"](x, shape)._strides
-    return x._view(shape, strides, x._offset)
+    return x._view(shape, _cached_broadcast_strides(x._shape, x._strides, shape), x._offset)
 
 
 @view_op
@@ -146,26 +147,22 @@ def _infer_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tu
     return shape
 
 
-_contiguous_reshapes: dict[tuple[tuple[int, ...], tuple[Any, ...]], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+@lru_cache(maxsize=4096)
+def _contiguous_layout(old_shape: tuple[int, ...], asked: tuple[Any, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    shape = _infer_shape(tuple(int(n) for n in asked), math.prod(old_shape), old_shape)
+    return shape, contiguous_strides(shape)
 
 
 @view_op
 def reshape(x: Tensor, shape: Any, *, copy: bool | None = None) -> Tensor:
     if x._contig and copy is None and shape.__class__ is tuple:  # the common call: a cached layout
-        known = _contiguous_reshapes.get((x._shape, shape))
-        if known is not None:
-            return x._view(known[0], known[1], x._offset)
-    asked = shape
+        new_shape, strides = _contiguous_layout(x._shape, shape)
+        return x._view(new_shape, strides, x._offset)
     shape = _infer_shape(tuple(int(n) for n in ((shape,) if isinstance(shape, int) else shape)), x._numel, x._shape)
     if copy is True:
         return reshape(x.contiguous() if not x._contig else _copy(x), shape)
     if x._contig:
-        strides = contiguous_strides(shape)
-        if asked.__class__ is tuple and copy is None:
-            if len(_contiguous_reshapes) > 4096:
-                _contiguous_reshapes.clear()
-            _contiguous_reshapes[x._shape, asked] = (shape, strides)
-        return x._view(shape, strides, x._offset)
+        return x._view(shape, contiguous_strides(shape), x._offset)
     strides = _split_view_strides(x, shape)
     if strides is not None:
         return x._view(shape, strides, x._offset)

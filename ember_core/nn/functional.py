@@ -10,10 +10,8 @@ from typing import Any
 import ember_core as em
 from ember_core.autograd import no_grad
 from ember_core.errors import DTypeError, ShapeError
+from ember_core.ops.nn_families import REDUCTIONS
 from ember_core.tensor import Tensor
-
-_REDUCTIONS = ("mean", "sum", "none")
-
 
 # ---- layers --------------------------------------------------------------------------------------
 
@@ -168,8 +166,8 @@ def _reduce(loss: Tensor, reduction: str, divisor: Tensor | float | None = None)
 
 
 def _check_reduction(reduction: str) -> None:
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
 def _classes_last(x: Tensor) -> Tensor:

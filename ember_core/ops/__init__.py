@@ -119,14 +119,13 @@ def _inplace(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     def method(self: Any, other: Any) -> Any:
         from ember_core.creation import write_inplace
 
+        grads = MODE.enabled and (self._requires_grad or getattr(other, "_requires_grad", False))
         base = self if self._base is None else self._base
-        recorded = MODE.enabled and (self._requires_grad or base._requires_grad
-                                     or getattr(other, "_requires_grad", False))
-        if into is not None and not recorded and into(self, other):
+        if into is not None and not (grads or (MODE.enabled and base._requires_grad)) and into(self, other):
             self._storage.version += 1
             return self
         source = self
-        if MODE.enabled and (self._requires_grad or getattr(other, "_requires_grad", False)):
+        if grads:
             from ember_core.autograd.storage_grad import check_leaf
 
             check_leaf(self)

@@ -246,17 +246,20 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         choice = resolve(schema, x1._device, compute, composite)
         return compute, result_dtype(schema, compute), choice, choice.kernel if choice.how == "native" else None
 
+    def planned(x1: Tensor, x2: Tensor, device: Any) -> tuple[Any, ...]:
+        key = (x1._dtype, x2._dtype, device, _state.prefs or dispatch.current())
+        p = plans.get(key)
+        if p is None:
+            p = plans[key] = plan(x1, x2)
+        return p
+
     def op(x1: Any, x2: Any, /) -> Tensor:
         if x1.__class__ is not Tensor or x2.__class__ is not Tensor:
             x1, x2 = scalar_operands(schema, x1, x2)
         device = x1._device
         if x2._device is not device:
             same_device(schema, x1, x2)
-        key = (x1._dtype, x2._dtype, device, _state.prefs or dispatch.current())
-        p = plans.get(key)
-        if p is None:
-            p = plans[key] = plan(x1, x2)
-        compute, out_dtype, choice, kernel = p
+        compute, out_dtype, choice, kernel = planned(x1, x2, device)
         if x1._dtype is not compute:
             x1 = cast(x1, compute)
         if x2._dtype is not compute:
@@ -287,11 +290,7 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         device = out._device
         if x2._device is not device or not out._contig:
             return False
-        key = (x1._dtype, x2._dtype, device, _state.prefs or dispatch.current())
-        p = plans.get(key)
-        if p is None:
-            p = plans[key] = plan(x1, x2)
-        compute, out_dtype, _, kernel = p
+        compute, out_dtype, _, kernel = planned(x1, x2, device)
         if kernel is None or out_dtype is not out._dtype or x1._dtype is not compute:
             return False
         if x2._dtype is not compute:

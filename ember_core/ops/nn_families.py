@@ -192,14 +192,14 @@ def _softmax(schema: OpSchema, a: dict[str, Any]) -> Call:
 
 # ---- losses -------------------------------------------------------------------------------------
 
-_REDUCTIONS = ("none", "mean", "sum")
+REDUCTIONS = ("mean", "sum", "none")  # nn.functional checks its losses against these too
 _INT64_RANGE = range(-(2**63), 2**63)
 
 
 def _loss_attrs(schema: OpSchema, a: dict[str, Any]) -> dict[str, Any]:
     reduction, smoothing, ignore_index = a["reduction"], a["label_smoothing"], a["ignore_index"]
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{schema.name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{schema.name}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
     if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"{schema.name}: label_smoothing must be a number in [0, 1], got {smoothing!r}")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int) or ignore_index not in _INT64_RANGE:
@@ -255,7 +255,9 @@ def _nll_loss_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
     _check_class_weight(schema, weight, n_classes)
     attrs = _loss_attrs(schema, a)
     target = as_tensor_arg(schema, a["target"], "target")
-    rows = target.shape[0] if target.ndim == 1 else -1
+    if target.ndim != 1:
+        raise ShapeError(f"{schema.name}: target must be 1-d (N,), got shape {target.shape}")
+    rows = target.shape[0]
     target = _class_targets(schema, target, grad_output, rows, n_classes, attrs["ignore_index"])
     _expect_shape(schema, "grad_output", grad_output, (rows,) if attrs["reduction"] == "none" else ())
     return Call((rows, n_classes), (grad_output, target, weight), attrs, {"n_classes": n_classes, **attrs})

@@ -137,8 +137,8 @@ def matmul(out: Any, a: Any, b: Any) -> None:
 
 
 def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) -> None:
-    _check(lib.ember_cpu_linear(*_all_desc(out, x, weight), ffi.NULL if bias is None else _all_desc(bias)[0],
-                                int(activation == "relu")), "linear")
+    _check(lib.ember_cpu_linear(*_all_desc(out, x, weight), _optional_desc(bias), int(activation == "relu")),
+           "linear")
 
 
 def _softmax(name: str, log_out: int) -> Callable[..., None]:
@@ -157,14 +157,19 @@ def _nll(name: str, entry: Callable[..., int]) -> Callable[..., None]:
     """nll_loss (first = log_probs) and nll_loss_grad (first = grad_output)."""
     def kernel(out: Any, first: Any, target: Any, weight: Any, *, ignore_index: int, reduction: str,
                label_smoothing: float) -> None:
-        _check(entry(*_all_desc(out, first, target), ffi.NULL if weight is None else _all_desc(weight)[0],
-                     ignore_index, _REDUCTIONS[reduction], label_smoothing), name)
+        _check(entry(*_all_desc(out, first, target), _optional_desc(weight), ignore_index, _REDUCTIONS[reduction],
+                     label_smoothing), name)
 
     return kernel
 
 
 def _all_desc(*tensors: Any) -> list[Any]:
     return [_desc(t, t._shape, t._strides) for t in tensors]
+
+
+def _optional_desc(t: Any) -> Any:
+    """A bias or class weight: its descriptor, or NULL when absent."""
+    return ffi.NULL if t is None else _desc(t, t._shape, t._strides)
 
 
 def take(out: Any, x: Any, idx: Any) -> None:
