@@ -354,9 +354,9 @@ def log_softmax(x: Any, /, axis: int = -1) -> Any:
 # ---- losses -------------------------------------------------------------------------------------
 
 def _loss_coefficients(target: Any, weight: Any, n_classes: int, like: Any, ignore_index: int,
-                       label_smoothing: float) -> tuple[Any, Any]:
-    """coef (N, C): the weight of log_probs[i, c] in row i's loss, and the 'mean' divisor (the
-    summed weights of the targets that count)."""
+                       label_smoothing: float, reduction: str) -> tuple[Any, Any]:
+    """coef (N, C): the weight of log_probs[i, c] in row i's loss, and for 'mean' the divisor (the
+    summed weights of the targets that count; None for the other reductions)."""
     from ember_core.creation import arange
     from ember_core.views import expand_dims
 
@@ -369,15 +369,17 @@ def _loss_coefficients(target: Any, weight: Any, n_classes: int, like: Any, igno
     if weight is not None:
         coef = coef * weight
     coef = ops.where(counts, coef, 0.0)
+    if reduction != "mean":
+        return coef, None
     chosen = is_target & counts
-    divisor = ops.sum(ops.astype(chosen, like.dtype) if weight is None else ops.where(chosen, weight, 0.0))
-    return coef, divisor
+    return coef, ops.sum(ops.astype(chosen, like.dtype) if weight is None else ops.where(chosen, weight, 0.0))
 
 
 def nll_loss(log_probs: Any, target: Any, weight: Any = None, /, *, ignore_index: int = -100,
              reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
     ops = _ops()
-    coef, divisor = _loss_coefficients(target, weight, log_probs.shape[1], log_probs, ignore_index, label_smoothing)
+    coef, divisor = _loss_coefficients(target, weight, log_probs.shape[1], log_probs, ignore_index, label_smoothing,
+                                       reduction)
     if reduction == "none":
         return -ops.sum(log_probs * coef, axis=-1)
     total = -ops.sum(log_probs * coef)
@@ -388,7 +390,7 @@ def nll_loss_grad(grad_output: Any, target: Any, weight: Any = None, /, *, n_cla
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
     from ember_core.views import expand_dims
 
-    coef, divisor = _loss_coefficients(target, weight, n_classes, grad_output, ignore_index, label_smoothing)
+    coef, divisor = _loss_coefficients(target, weight, n_classes, grad_output, ignore_index, label_smoothing, reduction)
     if reduction == "none":
         return -coef * expand_dims(grad_output, axis=-1)
     return -coef * (grad_output if reduction == "sum" else grad_output / divisor)
