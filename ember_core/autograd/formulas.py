@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ember_core import views
 from ember_core.autograd.grad_mode import MODE, no_grad
-from ember_core.autograd.graph import Node, attach, meta_of
+from ember_core.autograd.graph import Node, attach, edge_of, meta_of
 from ember_core.dtypes import GROUPS
 from ember_core.errors import RegistryError
 from ember_core.ops.registry import GRAD, OpSchema
@@ -295,7 +295,6 @@ class Derivative:
         self.names = [p.name for p in schema.params]
         self.defaults = {p.name: p.default for p in schema.params if not p.required}
         self.tensor_params = [p.name for p in schema.params if p.is_tensor]
-        self.tensor_set = frozenset(self.tensor_params)
         self.name = schema.name
         self.is_view = schema.family == "view"
         self.list_params = {p.name for p in schema.params if p.is_tensor and ("list" in p.annotation or
@@ -318,25 +317,65 @@ class Derivative:
         self.reads = {name: [n for n in self.tensor_params if n in code.co_names or n in pre] + (
             ["result"] if "result" in code.co_names or "result" in pre else [])
             for name, code in self.formulas.items()}
-        self.grad_params = [n for n in self.tensor_params if n in self.formulas]
-        self.other_params = [n for n in self.names if n not in self.tensor_set]  # kept as they are
-        self._plans: dict[tuple[tuple[str, int], ...], tuple[tuple[str, ...], bool]] = {}
+        self.arity = len(self.names)
+        # (position, is a list param) of each tensor parameter that has a formula
+        self.grad_slots = tuple((i, n in self.list_params) for i, n in enumerate(self.names) if n in self.formulas)
+        self._recipes: dict[tuple[Any, ...], Recipe | None] = {}
 
-    def plan(self, wanted: tuple[tuple[str, int], ...]) -> tuple[tuple[str, ...], bool]:
-        """For the inputs that need a gradient ((param, list index) pairs): the tensor arguments
-        their formulas read, and whether they read the result (cached: an op meets few combinations)."""
-        found = self._plans.get(wanted)
-        if found is None:
-            reads = {n for name, _ in wanted for n in self.reads[name]}
-            found = self._plans[wanted] = (tuple(n for n in self.tensor_params if n in reads), "result" in reads)
-        return found
-
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def full_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """The call's arguments by position, defaults filled in (the forward has validated them)."""
         bound = dict(self.defaults)
         bound.update(zip(self.names, args))
-        if kwargs:
-            bound.update(kwargs)
-        return bound
+        bound.update(kwargs)
+        return tuple([bound[n] for n in self.names])
+
+    def recipe(self, args: tuple[Any, ...]) -> Recipe | None:
+        """How to record a call with these (full, positional) arguments; None when no input
+        requires grad.  Cached by which inputs require grad: an op meets few combinations."""
+        key = tuple([_requires_grad(args[i], is_list) for i, is_list in self.grad_slots])
+        try:
+            return self._recipes[key]
+        except KeyError:
+            found = self._recipes[key] = self._make_recipe(key)
+            return found
+
+    def _make_recipe(self, key: tuple[Any, ...]) -> Recipe | None:
+        inputs = []
+        for (i, is_list), wants in zip(self.grad_slots, key):
+            if is_list:
+                inputs.extend((i, j) for j, w in enumerate(wants or ()) if w)
+            elif wants:
+                inputs.append((i, -1))
+        if not inputs:
+            return None
+        reads = {n for i, _ in inputs for n in self.reads[self.names[i]]}
+        positions = {n: i for i, n in enumerate(self.names)}
+        return Recipe(
+            inputs=tuple(inputs),
+            order=tuple((self.names[i], j) for i, j in inputs),
+            read=tuple(positions[n] for n in self.tensor_params if n in reads),
+            dropped=tuple(positions[n] for n in self.tensor_params if n not in reads),
+            reads_result="result" in reads,
+        )
+
+
+def _requires_grad(value: Any, is_list: bool) -> Any:
+    """Whether an argument takes part in the graph: a bool, or one per element of a list param."""
+    if value.__class__ is Tensor:
+        return value._requires_grad
+    if is_list and isinstance(value, (list, tuple)):
+        return tuple([isinstance(t, Tensor) and t._requires_grad for t in value])
+    return False
+
+
+class Recipe(NamedTuple):
+    """How an op records for one pattern of inputs that require grad (positions into the full args)."""
+
+    inputs: tuple[tuple[int, int], ...]  # (position, index in a list param or -1) per input given a gradient
+    order: tuple[tuple[str, int], ...]  # the same inputs as (param name, list index), for backward
+    read: tuple[int, ...]  # tensor params the needed formulas read: saved
+    dropped: tuple[int, ...]  # tensor params they do not read: not kept, so their memory can go
+    reads_result: bool
 
 
 def check_schema(schema: OpSchema) -> None:
@@ -396,69 +435,57 @@ def data_alias(t: Tensor) -> Tensor:
     return alias
 
 
-def saved_tensor(t: Tensor) -> Tensor:
-    """What a node keeps of an argument: its data and history, not the tensor itself.
-
-    The tensor may later be rebased by an in-place write (its grad_fn, or its base's, replaced by
-    a node downstream of this one): keeping it would make a reference cycle that only the garbage
-    collector frees.  As PyTorch's SavedVariable, keep an alias of the storage with the history
-    the tensor had when it was saved.  Leaves that require grad are kept themselves (their
-    accumulator is their identity)."""
-    if t.grad_fn is None and (t._requires_grad or t._base is None):
-        return t
-    alias = data_alias(t)
-    alias._requires_grad = t._requires_grad
-    alias.grad_fn = t.grad_fn
-    if t._autograd is not None and t._autograd.output_nr:
-        meta_of(alias).output_nr = t._autograd.output_nr
-    return alias
-
-
 class FormulaNode(Node):
-    """A registry op's node: evaluates its TOML formulas on the saved arguments."""
+    """A registry op's node: evaluates its TOML formulas on the saved arguments.
 
-    __slots__ = ("bound", "deriv", "inputs_order", "result_alias", "result_meta")
+    Inputs are saved as the tensors themselves, as PyTorch's SavedVariable does for inputs: an
+    in-place write that later gives one a new history also bumps its version, which makes this
+    node refuse to run (``check_saved``), so a saved input is never read with the wrong history.
+    The result is saved as an alias without history: result -> node -> result would be a
+    reference cycle, freed only by the garbage collector."""
 
-    def __init__(self, deriv: Derivative, bound: dict[str, Any], inputs: list[tuple[str, int, Tensor]],
-                 result: Tensor) -> None:
-        super().__init__(deriv.name, [t for _, _, t in inputs])
+    __slots__ = ("deriv", "recipe", "result_alias", "values")
+
+    def __init__(self, deriv: Derivative, recipe: Recipe, args: tuple[Any, ...], result: Tensor) -> None:
+        self.name = deriv.name
         self.deriv = deriv
-        self.inputs_order = order = tuple([(name, i) for name, i, _ in inputs])
-        reads, reads_result = deriv.plan(order)
-        view = deriv.is_view  # a view's gradient reads layouts only, never the data
-        keep = LayoutOf if view else saved_tensor
-        saved: list[Tensor] = []
-        kept = {n: bound[n] for n in deriv.other_params}
-        for n in reads:
-            value = bound[n]
-            if value.__class__ is Tensor:
-                value = keep(value)
-                saved.append(value)
-            elif n in deriv.list_params and isinstance(value, (list, tuple)):
-                value = [keep(t) if isinstance(t, Tensor) else t for t in value]
-                saved.extend([t for t in value if isinstance(t, Tensor)])
-            kept[n] = value
-        self.bound = kept
+        self.recipe = recipe
+        inputs = [args[i] if j < 0 else args[i][j] for i, j in recipe.inputs]
+        self.next = tuple([edge_of(t) for t in inputs])
+        # (shape, dtype) per input: gradients are summed to the input's shape and cast to its dtype
+        self.meta = tuple([(t._shape, t._dtype) for t in inputs])
+        self.pre_hooks = self.retained = None
+        self.released = False
+        values = list(args)
+        for i in recipe.dropped:
+            values[i] = None
         self.result_alias: Any = None
-        if reads_result:
-            # an alias without grad_fn or a reference to the output (result -> node -> result would
-            # be a reference cycle, freed only by the garbage collector)
-            self.result_alias = LayoutOf(result) if view else data_alias(result)
-            saved.append(self.result_alias)
-        self.result_meta = (result._shape, result._dtype, result._device)
-        if saved and not view:
-            self.save(saved)
+        if deriv.is_view:  # a view's gradient reads layouts only, never the data: nothing to guard
+            for i in recipe.read:
+                values[i] = _layouts_of(values[i])
+            if recipe.reads_result:
+                self.result_alias = LayoutOf(result)
+            self.saved_versions = ()
+        else:
+            saved = []
+            for i in recipe.read:
+                value = values[i]
+                if value.__class__ is Tensor:
+                    saved.append((value, value._storage.version))
+                elif isinstance(value, (list, tuple)):
+                    saved.extend([(t, t._storage.version) for t in value if isinstance(t, Tensor)])
+            if recipe.reads_result:
+                self.result_alias = alias = data_alias(result)
+                saved.append((alias, alias._storage.version))
+            self.saved_versions = tuple(saved)
+        self.values = values
 
     def backward(self, grads: list[Tensor | None]) -> list[Any]:
-        grad = grads[0]
-        if grad is None:
-            from ember_core.creation import zeros
-
-            shape, dtype, device = self.result_meta
-            grad = zeros(shape, dtype=dtype, device=device)
-        scope = dict(self.bound)
-        for name in self.deriv.tensor_params:  # a Python scalar operand joins the math as a 0-d tensor
-            value = scope.get(name)
+        grad = grads[0]  # one output, so the engine calls this only with its gradient
+        deriv = self.deriv
+        scope = dict(zip(deriv.names, self.values))
+        for name in deriv.tensor_params:  # a Python scalar operand joins the math as a 0-d tensor
+            value = scope[name]
             if value.__class__ in (int, float, complex):
                 scope[name] = scalar_tensor(value, grad._dtype, grad._device)
         scope["grad"] = grad
@@ -469,37 +496,29 @@ class FormulaNode(Node):
                 attach([result], self)
             scope["result"] = result
         ns = _NAMESPACE or _NAMESPACE.update(_namespace()) or _NAMESPACE
-        if self.deriv.grad_formula is not None:
-            scope["grad"] = eval(self.deriv.grad_formula, ns, scope)
+        if deriv.grad_formula is not None:
+            scope["grad"] = eval(deriv.grad_formula, ns, scope)
         out: list[Any] = []
         cache: dict[str, Any] = {}
-        for (name, index), edge in zip(self.inputs_order, self.next):
-            if edge is None:
-                out.append(None)
-                continue
+        for name, index in self.recipe.order:
             if name not in cache:
-                cache[name] = eval(self.deriv.formulas[name], ns, scope)
+                cache[name] = eval(deriv.formulas[name], ns, scope)
             value = cache[name]
             out.append(value[index] if index >= 0 else value)
         return out
 
     def release(self) -> None:
         super().release()
-        self.bound = {}
+        self.values = []
         self.result_alias = None
 
 
-def _grad_inputs(deriv: Derivative, bound: dict[str, Any]) -> list[tuple[str, int, Tensor]]:
-    """(param, index in a list param or -1, tensor) for every tensor argument that requires grad."""
-    found = []
-    for name in deriv.grad_params:
-        value = bound[name]
-        if isinstance(value, Tensor):
-            if value._requires_grad:
-                found.append((name, -1, value))
-        elif name in deriv.list_params and isinstance(value, (list, tuple)):
-            found.extend([(name, i, t) for i, t in enumerate(value) if isinstance(t, Tensor) and t._requires_grad])
-    return found
+def _layouts_of(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        return LayoutOf(value)
+    if isinstance(value, (list, tuple)):
+        return [LayoutOf(t) if isinstance(t, Tensor) else t for t in value]
+    return value
 
 
 def _wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -524,7 +543,7 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
     check_schema(schema)
     if schema.derivatives:
         deriv = Derivative(schema)
-        is_view = schema.family == "view"
+        is_view, arity = deriv.is_view, deriv.arity
 
         def recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             MODE.enabled = False
@@ -532,16 +551,18 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
                 result = forward(*args, **kwargs)
             finally:
                 MODE.enabled = True
-            if not isinstance(result, Tensor) or result._dtype not in _INEXACT:
+            if result.__class__ is not Tensor or result._dtype not in _INEXACT:
                 return result
             for a in args:
                 if result is a:  # a no-op view returned its input: never rewrite the input's history
                     result = result._view(result._shape, result._strides, result._offset)
                     break
-            bound = deriv.bind(args, kwargs)
-            inputs = _grad_inputs(deriv, bound)
-            if inputs:
-                attach([result], FormulaNode(deriv, bound, inputs, result))
+            if kwargs or len(args) != arity:
+                args = deriv.full_args(args, kwargs)
+            recipe = deriv.recipe(args)
+            if recipe is not None:
+                result.grad_fn = FormulaNode(deriv, recipe, args, result)
+                result._requires_grad = True
                 if is_view and result._base is not None:  # see graph.edge_of: in-place writes make views stale
                     meta_of(result).view_version = result._storage.version
             return result

@@ -35,10 +35,6 @@ class Node:
         self.saved_versions: tuple[tuple[Tensor, int], ...] = ()
         self.released = False
 
-    def save(self, tensors: list[Tensor]) -> None:
-        """Remember the versions of what backward will read, to catch in-place changes."""
-        self.saved_versions = tuple([(t, t._storage.version) for t in tensors])
-
     def check_saved(self) -> None:
         if self.released:
             raise RuntimeError(

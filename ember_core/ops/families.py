@@ -176,13 +176,33 @@ def constant(value: Any, dtype: dt.DType, device: Any) -> Tensor:
     return t
 
 
+_scalar_operands: dict[tuple[Any, ...], Tensor] = {}
+_PYTHON_SCALARS = (bool, int, float, complex)
+
+
+def scalar_operand(value: Any, partner: Tensor) -> Tensor:
+    """A Python scalar meeting a tensor: the constant of the dtype it takes next to the partner,
+    broadcast to the partner's shape.  Cached whole, so a repeated ``x * 1.5`` costs one lookup."""
+    if value.__class__ not in _PYTHON_SCALARS:
+        dt.scalar_kind_rank(value)  # anything but a scalar (a list, an array) is refused here, by name
+    key = (value.__class__, value if value and value == value else repr(value), partner._dtype, partner._device,
+           partner._shape)
+    t = _scalar_operands.get(key)
+    if t is None:
+        t = expand_to(constant(value, dt.dtype_for_scalar(value, partner._dtype), partner._device), partner._shape)
+        if len(_scalar_operands) > 1024:
+            _scalar_operands.clear()
+        _scalar_operands[key] = t
+    return t
+
+
 def scalar_operands(schema: OpSchema, x1: Any, x2: Any) -> tuple[Tensor, Tensor]:
     if isinstance(x1, Tensor):
         if isinstance(x2, Tensor):
             return x1, x2
-        return x1, constant(x2, dt.dtype_for_scalar(x2, x1._dtype), x1._device)
+        return x1, scalar_operand(x2, x1)
     if isinstance(x2, Tensor):
-        return constant(x1, dt.dtype_for_scalar(x1, x2._dtype), x2._device), x2
+        return scalar_operand(x1, x2), x2
     raise TypeError(f"{schema.name}: at least one operand must be an ember tensor, got "
                     f"{type(x1).__name__} and {type(x2).__name__}")
 
