@@ -318,8 +318,8 @@ class Derivative:
             ["result"] if "result" in code.co_names or "result" in pre else [])
             for name, code in self.formulas.items()}
         self.arity = len(self.names)
-        # (position, is a list param) of each tensor parameter that has a formula
-        self.grad_slots = tuple((i, n in self.list_params) for i, n in enumerate(self.names) if n in self.formulas)
+        self.grad_positions = tuple(i for i, n in enumerate(self.names) if n in self.formulas)
+        self.has_lists = bool(self.list_params)
         self._recipes: dict[tuple[Any, ...], Recipe | None] = {}
 
     def full_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -331,8 +331,11 @@ class Derivative:
 
     def recipe(self, args: tuple[Any, ...]) -> Recipe | None:
         """How to record a call with these (full, positional) arguments; None when no input
-        requires grad.  Cached by which inputs require grad: an op meets few combinations."""
-        key = tuple([_requires_grad(args[i], is_list) for i, is_list in self.grad_slots])
+        requires grad.  Cached by which arguments require grad: an op meets few combinations."""
+        if self.has_lists:
+            key: tuple[Any, ...] = tuple([_requires_grad(a) for a in args])
+        else:  # the common case, written out: this runs for every recorded op
+            key = tuple([a.__class__ is Tensor and a._requires_grad for a in args])
         try:
             return self._recipes[key]
         except KeyError:
@@ -341,10 +344,10 @@ class Derivative:
 
     def _make_recipe(self, key: tuple[Any, ...]) -> Recipe | None:
         inputs = []
-        for (i, is_list), wants in zip(self.grad_slots, key):
-            if is_list:
-                inputs.extend((i, j) for j, w in enumerate(wants or ()) if w)
-            elif wants:
+        for i in self.grad_positions:
+            if isinstance(key[i], tuple):  # a list of tensors: one input per element
+                inputs.extend((i, j) for j, wants in enumerate(key[i]) if wants)
+            elif key[i]:
                 inputs.append((i, -1))
         if not inputs:
             return None
@@ -359,11 +362,11 @@ class Derivative:
         )
 
 
-def _requires_grad(value: Any, is_list: bool) -> Any:
-    """Whether an argument takes part in the graph: a bool, or one per element of a list param."""
+def _requires_grad(value: Any) -> Any:
+    """Whether an argument takes part in the graph: a bool, or one per element of a list."""
     if value.__class__ is Tensor:
         return value._requires_grad
-    if is_list and isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)):
         return tuple([isinstance(t, Tensor) and t._requires_grad for t in value])
     return False
 
@@ -450,17 +453,26 @@ class FormulaNode(Node):
         self.name = deriv.name
         self.deriv = deriv
         self.recipe = recipe
-        inputs = [args[i] if j < 0 else args[i][j] for i, j in recipe.inputs]
-        self.next = tuple([edge_of(t) for t in inputs])
-        # (shape, dtype) per input: gradients are summed to the input's shape and cast to its dtype
-        self.meta = tuple([(t._shape, t._dtype) for t in inputs])
         self.pre_hooks = self.retained = None
         self.released = False
-        values = list(args)
-        for i in recipe.dropped:
-            values[i] = None
+        # one edge and one (shape, dtype) per input: gradients are summed to the input's shape and
+        # cast to its dtype (plain loops: this runs for every recorded op, and beats comprehensions here)
+        edges, meta = [], []
+        for i, j in recipe.inputs:
+            t = args[i] if j < 0 else args[i][j]
+            node = t.grad_fn  # an intermediate result's edge, inline; leaves and views ask edge_of
+            edges.append((node, 0) if node is not None and t._autograd is None else edge_of(t))
+            meta.append((t._shape, t._dtype))
+        self.next = tuple(edges)
+        self.meta = tuple(meta)
+        values: Any = args
+        if recipe.dropped:
+            values = list(args)
+            for i in recipe.dropped:
+                values[i] = None
         self.result_alias: Any = None
         if deriv.is_view:  # a view's gradient reads layouts only, never the data: nothing to guard
+            values = list(values)
             for i in recipe.read:
                 values[i] = _layouts_of(values[i])
             if recipe.reads_result:
@@ -509,7 +521,7 @@ class FormulaNode(Node):
 
     def release(self) -> None:
         super().release()
-        self.values = []
+        self.values = ()
         self.result_alias = None
 
 

@@ -148,7 +148,9 @@ def edge_of(t: Tensor | None) -> Edge | None:
 
             regenerate_view(t)
         return (t.grad_fn, m.output_nr)
-    return (accumulator(t), 0)
+    m = t._autograd
+    node = m.accumulator() if m is not None and m.accumulator is not None else None
+    return (node if node is not None else accumulator(t), 0)
 
 
 def attach(outputs: list[Tensor], node: Node) -> None:
