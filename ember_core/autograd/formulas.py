@@ -297,8 +297,7 @@ class Derivative:
         self.tensor_params = [p.name for p in schema.params if p.is_tensor]
         self.name = schema.name
         self.is_view = schema.family == "view"
-        self.list_params = {p.name for p in schema.params if p.is_tensor and ("list" in p.annotation or
-                                                                            "Sequence" in p.annotation)}
+        self.list_params = {p.name for p in schema.params if p.is_tensor and _is_list(p.annotation)}
         self.formulas: dict[str, Any] = {}
         self.grad_formula: Any = None  # the `grad` entry: rewrites the incoming gradient, once
         for name, text in schema.derivatives.items():
@@ -360,6 +359,10 @@ class Derivative:
             dropped=tuple(positions[n] for n in self.tensor_params if n not in reads),
             reads_result="result" in reads,
         )
+
+
+def _is_list(annotation: str) -> bool:
+    return "list" in annotation or "Sequence" in annotation
 
 
 def _requires_grad(value: Any) -> Any:
@@ -586,12 +589,38 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
     else:
         return forward
 
+    op = _entry(schema, forward, recorded)
+    op.__wrapped__ = forward  # type: ignore[attr-defined]  (inspect.signature shows the op's own)
+    return op
+
+
+def _entry(schema: OpSchema, forward: Callable[..., Any], recorded: Callable[..., Any]) -> Callable[..., Any]:
+    """The op users call: the forward, or ``recorded`` when an input requires grad.  Ops of one or
+    two positional-only operands (the elementwise families) get a wrapper of that exact arity:
+    packing ``*args, **kwargs`` costs a third of a small ``a + b``."""
+    params = schema.params
+    if all(p.positional_only and p.required and p.is_tensor and not _is_list(p.annotation) for p in params):
+        if len(params) == 1:
+            def unary(x: Any, /) -> Any:
+                if x.__class__ is Tensor and x._requires_grad and MODE.enabled:
+                    return recorded((x,), {})
+                return forward(x)
+
+            return unary
+        if len(params) == 2:
+            def binary(x1: Any, x2: Any, /) -> Any:
+                if MODE.enabled and ((x1.__class__ is Tensor and x1._requires_grad) or
+                                     (x2.__class__ is Tensor and x2._requires_grad)):
+                    return recorded((x1, x2), {})
+                return forward(x1, x2)
+
+            return binary
+
     def op(*args: Any, **kwargs: Any) -> Any:
         if MODE.enabled and _wants_grad(args, kwargs):
             return recorded(args, kwargs)
         return forward(*args, **kwargs)
 
-    op.__wrapped__ = forward  # type: ignore[attr-defined]  (inspect.signature shows the op's own)
     return op
 
 
