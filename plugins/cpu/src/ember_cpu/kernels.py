@@ -141,6 +141,29 @@ def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) 
            "linear")
 
 
+_CONV_DTYPES = frozenset({"float32", "float64"})
+
+
+def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
+           dilation: tuple[int, int], groups: int, activation: str | None) -> Any:
+    """3x3 kernels at stride 1, dilation 1, groups 1 run Winograd F(2x2, 3x3) (conv.c); every other
+    call, and an empty one, is declined to the next provider or the core's composite."""
+    if (weight._shape[2:] != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or groups != 1
+            or activation not in (None, "relu") or x._dtype.name not in _CONV_DTYPES or not x._numel
+            or not out._numel or not all(t._contig for t in (out, x, weight, *(() if bias is None else (bias,))))):
+        return NotImplemented
+    n, c, h, w = x._shape
+    o = weight._shape[0]
+    ph, pw = padding
+    expected = (n, o, h + 2 * ph - 2, w + 2 * pw - 2)
+    if weight._shape[1] != c or out._shape != expected or (bias is not None and bias._shape != (o,)):
+        raise ShapeError(f"ember-cpu conv2d: x {x._shape}, weight {weight._shape}, bias "
+                         f"{None if bias is None else bias._shape} and out {out._shape} do not fit (a core bug)")
+    _check(lib.ember_cpu_conv2d_3x3(*_all_desc(out, x, weight), _optional_desc(bias), ph, pw,
+                                    int(activation == "relu")), "conv2d")
+    return None
+
+
 def _softmax(name: str, log_out: int) -> Callable[..., None]:
     def kernel(out: Any, x: Any, *, axis: int) -> None:
         _check(lib.ember_cpu_softmax(log_out, _desc(out, out._shape, out._strides), _desc(x, x._shape, x._strides),
@@ -224,6 +247,7 @@ KERNELS: dict[str, Callable[..., None]] = {
     "argsort": _sort("argsort", lib.ember_cpu_argsort),
     "matmul": matmul,
     "linear": linear,
+    "conv2d": conv2d,
     "softmax": _softmax("softmax", 0),
     "log_softmax": _softmax("log_softmax", 1),
     "nll_loss": _nll("nll_loss", lib.ember_cpu_nll_loss),
