@@ -14,12 +14,15 @@
  *      (rows beyond O are zeros, so the micro-kernel never needs an edge case in o);
  *   2. the output tiles (n, tile row, tile column), flattened, are cut into blocks of `tb` tiles,
  *      taken by the threads one block at a time.  Per block:
- *      a. input transform: each channel's 4 input rows of a run of tiles are copied, zero-padded
- *         and split into even and odd columns ("strips"), so every tile reads its 4x4 patch with
- *         unit-stride loads and no bounds checks; V goes to a [16][C][tb] buffer (L2-resident);
+ *      a. input transform: per channel, the input rows under the block's tiles are copied,
+ *         zero-padded, into a small buffer where every tile's 4x4 patch sits at 2 x its place in
+ *         the block, so that one vector loop over the whole block (no bounds checks, no per-row
+ *         remainder loops: rows of 28 tiles spent most of their time in those) writes V into a
+ *         [16][C][tb] buffer (L2-resident);
  *      b. per NR tiles: 16 x (O / MR) micro-kernel calls M[k] = U[k] @ V[k] into an L2-resident
- *         [16][O][NR] buffer, then the output transform adds the bias, applies relu and writes
- *         the 2x2 tiles into NCHW out (the last row or column of tiles may be half outside it).
+ *         [16][O][NR] buffer, then the output transform adds the bias, applies relu, forms the
+ *         tiles' output rows in one loop and copies them into NCHW out (the last row or column
+ *         of tiles may be half outside it).
  * The micro-kernel keeps an MR x NR block of M in registers (8 x 48 floats: 24 zmm accumulators)
  * and reads V rows in place: the block buffer already is the packed panel a GEMM would make.
  *
@@ -60,12 +63,19 @@ typedef struct {
     int64_t n, i, j0, len, local;
 } tile_run;
 
-/* The run starting at flattened tile t, clipped to `end`. */
-static inline tile_run run_at(const conv_geom *g, int64_t t, int64_t end, int64_t first) {
-    int64_t per_image = g->tiles_h * g->tiles_w, rem = t % per_image;
-    tile_run r = {t / per_image, rem / g->tiles_w, rem % g->tiles_w, 0, t - first};
-    r.len = ember_min64(g->tiles_w - r.j0, end - t);
-    return r;
+#define MAX_BLOCK_TILES (MAX_PANELS * NR_VECS * VEC_BYTES / 4)   /* the most tiles a block holds (float) */
+
+/* The runs that tiles [t0, t0 + count) fall into, in order; returns their number (<= count). */
+static int64_t tile_runs(const conv_geom *g, int64_t t0, int64_t count, tile_run *runs) {
+    int64_t per_image = g->tiles_h * g->tiles_w, n = 0;
+    for (int64_t t = t0; t < t0 + count; n++) {
+        int64_t rem = t % per_image;
+        tile_run r = {t / per_image, rem / g->tiles_w, rem % g->tiles_w, 0, t - t0};
+        r.len = ember_min64(g->tiles_w - r.j0, t0 + count - t);
+        runs[n] = r;
+        t += r.len;
+    }
+    return n;
 }
 
 /* Tiles per block: as many micro-kernel widths (nr tiles) as keep V within BLOCK_V_BYTES, but
@@ -160,83 +170,59 @@ static void CONV_NAME(transform_weights)(const conv_geom *g, const T *weight, T 
     }
 }
 
-/* even[m], odd[m] for m in [m0, m1): row[first + 2m], row[first + 2m + 1], zero outside [0, W). */
-static void CONV_NAME(split_edge)(const T *row, int64_t W, int64_t first, int64_t m0, int64_t m1, T *even, T *odd) {
-    for (int64_t m = m0; m < m1; m++) {
-        int64_t col = first + 2 * m;
-        even[m] = col >= 0 && col < W ? row[col] : 0;
-        odd[m] = col + 1 >= 0 && col + 1 < W ? row[col + 1] : 0;
-    }
+/* dst[u] = row[first + u] for u in [0, n), zero where that column is outside [0, W) or row is NULL. */
+static void CONV_NAME(copy_padded)(T *dst, const T *row, int64_t first, int64_t n, int64_t W) {
+    int64_t lo = row ? ember_min64(n, ember_max64(0, -first)) : n;
+    int64_t hi = row ? ember_max64(lo, ember_min64(n, W - first)) : n;
+    memset(dst, 0, (size_t)lo * sizeof(T));
+    if (hi > lo) memcpy(dst + lo, row + first + lo, (size_t)(hi - lo) * sizeof(T));
+    memset(dst + hi, 0, (size_t)(n - hi) * sizeof(T));
 }
 
-/* One input row of a run of `len` tiles, zero-padded and split by column parity:
- * even[m] = row[2 (j0 + m) - pw], odd[m] = row[2 (j0 + m) + 1 - pw] for m in [0, len]
- * (the last pair is the right half of the last tile's 4 columns); row NULL: all zeros. */
-static void CONV_NAME(split_row)(const conv_geom *g, const T *row, int64_t j0, int64_t len, T *even, T *odd) {
-    if (!row) {
-        memset(even, 0, (size_t)(len + 1) * sizeof(T));
-        memset(odd, 0, (size_t)(len + 1) * sizeof(T));
-        return;
-    }
-    int64_t first = 2 * j0 - g->pw;   /* column of even[0] (negative: in the padding) */
-    /* m in [lo, hi): both columns inside the row (C division truncates; the clamps absorb it) */
-    int64_t lo = ember_min64(len + 1, ember_max64(0, (1 - first) / 2));
-    int64_t hi = ember_max64(lo, ember_min64(len + 1, (g->W - first) / 2));
-    CONV_NAME(split_edge)(row, g->W, first, 0, lo, even, odd);
-    CONV_NAME(split_edge)(row, g->W, first, hi, len + 1, even, odd);
-    if (lo == hi) return;
-    const T *src = row + first + 2 * lo;
-#pragma omp simd
-    for (int64_t m = 0; m < hi - lo; m++) {
-        even[lo + m] = src[2 * m];
-        odd[lo + m] = src[2 * m + 1];
-    }
-}
-
-/* V = B^T d B of the block's `count` tiles starting at flattened tile t0, into V[k][c][tb];
- * the columns up to the next multiple of NR are zeroed (the micro-kernel reads them).
+/* V = B^T d B of the block's `count` tiles starting at flattened tile t0, into V[k][c][tb], the
+ * columns up to the next multiple of NR zero (the micro-kernel reads them).  Per channel, each of
+ * a tile's 4 input rows is first copied, zero-padded, into `patches` (8 rows of 2 tb): row 2q
+ * holds columns 0-1 of every tile's row q, row 2q + 1 columns 2-3, at 2 x the tile's place in the
+ * block; so one loop over the whole block (no per-run remainders) reads every patch.
  *   B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]] */
-static void CONV_NAME(transform_input)(const conv_geom *g, const T *x, int64_t t0, int64_t count, T *V, T *strips) {
-    int64_t stride = g->tb + 1, plane = g->C * g->tb;
-    for (int64_t t = t0; t < t0 + count;) {
-        tile_run r = run_at(g, t, t0 + count, t0);
-        for (int64_t c = 0; c < g->C; c++) {
-            const T *image = x + (r.n * g->C + c) * g->H * g->W;
+static void CONV_NAME(transform_input)(const conv_geom *g, const T *x, int64_t t0, int64_t count, T *V, T *patches) {
+    tile_run runs[MAX_BLOCK_TILES];
+    int64_t nruns = tile_runs(g, t0, count, runs), span = 2 * g->tb, plane = g->C * g->tb;
+    int64_t padded = (count + NR - 1) / NR * NR;
+    for (int64_t a = 0; a < 8; a++) memset(patches + a * span + 2 * count, 0, (size_t)(2 * (padded - count)) * sizeof(T));
+    for (int64_t c = 0; c < g->C; c++) {
+        for (int64_t k = 0; k < nruns; k++) {
+            const tile_run *r = &runs[k];
+            const T *image = x + (r->n * g->C + c) * g->H * g->W;
+            int64_t first = 2 * r->j0 - g->pw;
             for (int64_t q = 0; q < 4; q++) {
-                int64_t y = 2 * r.i - g->ph + q;
-                CONV_NAME(split_row)(g, y >= 0 && y < g->H ? image + y * g->W : NULL, r.j0, r.len,
-                                     strips + 2 * q * stride, strips + (2 * q + 1) * stride);
-            }
-            const T *e0 = strips, *o0 = e0 + stride, *e1 = o0 + stride, *o1 = e1 + stride;
-            const T *e2 = o1 + stride, *o2 = e2 + stride, *e3 = o2 + stride, *o3 = e3 + stride;
-            T *v = V + c * g->tb + r.local;
-#pragma omp simd
-            for (int64_t m = 0; m < r.len; m++) {
-                /* rows of B^T d B, row q's 4 columns being (e[m], o[m], e[m + 1], o[m + 1]) */
-                T h[4][4];
-                const T *e[4] = {e0, e1, e2, e3}, *o[4] = {o0, o1, o2, o3};
-                for (int q = 0; q < 4; q++) {
-                    h[q][0] = e[q][m] - e[q][m + 1];
-                    h[q][1] = o[q][m] + e[q][m + 1];
-                    h[q][2] = e[q][m + 1] - o[q][m];
-                    h[q][3] = o[q][m] - o[q][m + 1];
-                }
-                for (int b = 0; b < 4; b++) {
-                    v[(0 + b) * plane + m] = h[0][b] - h[2][b];
-                    v[(4 + b) * plane + m] = h[1][b] + h[2][b];
-                    v[(8 + b) * plane + m] = h[2][b] - h[1][b];
-                    v[(12 + b) * plane + m] = h[1][b] - h[3][b];
-                }
+                int64_t y = 2 * r->i - g->ph + q;
+                const T *row = y >= 0 && y < g->H ? image + y * g->W : NULL;
+                CONV_NAME(copy_padded)(patches + 2 * q * span + 2 * r->local, row, first, 2 * r->len, g->W);
+                CONV_NAME(copy_padded)(patches + (2 * q + 1) * span + 2 * r->local, row, first + 2, 2 * r->len, g->W);
             }
         }
-        t += r.len;
+        T *v = V + c * g->tb;
+#pragma omp simd
+        for (int64_t m = 0; m < padded; m++) {
+            T h[4][4];   /* B^T d: row q of d is (left[2m], left[2m + 1], right[2m], right[2m + 1]) */
+            for (int q = 0; q < 4; q++) {
+                const T *left = patches + 2 * q * span, *right = left + span;
+                T d0 = left[2 * m], d1 = left[2 * m + 1], d2 = right[2 * m], d3 = right[2 * m + 1];
+                h[q][0] = d0 - d2;
+                h[q][1] = d1 + d2;
+                h[q][2] = d2 - d1;
+                h[q][3] = d1 - d3;
+            }
+            for (int b = 0; b < 4; b++) {   /* (B^T d) B, stored transposed: v[4 b + q] */
+                v[(0 + b) * plane + m] = h[0][b] - h[2][b];
+                v[(4 + b) * plane + m] = h[1][b] + h[2][b];
+                v[(8 + b) * plane + m] = h[2][b] - h[1][b];
+                v[(12 + b) * plane + m] = h[1][b] - h[3][b];
+            }
+        }
     }
-    int64_t padded = ember_min64(g->tb, (count + NR - 1) / NR * NR);
-    if (padded > count)
-        for (int64_t row = 0; row < 16 * g->C; row++)
-            memset(V + row * g->tb + count, 0, (size_t)(padded - count) * sizeof(T));
 }
-
 /* m(MR, NR) = u(MR, C) @ v(C, NR): u packed c-major (MR values per c), v's rows `vstride` apart
  * and aligned to VEC_BYTES, as m's. */
 static void CONV_NAME(micro_kernel)(int64_t C, const T *restrict u, const T *restrict v, int64_t vstride,
@@ -285,35 +271,32 @@ static inline CONV_NAME(tile_2x2) CONV_NAME(tile_outputs)(const T *mo, int64_t p
 }
 
 /* Y = A^T M A (+ bias, relu) of the panel's `count` tiles starting at flattened tile t0, from
- * M[k][o][NR], written into out.  A tile's right column outside out (odd OW) is skipped; its
- * bottom row outside out (odd OH) goes to `junk`, a scratch row of at least 2 NR, so that the
- * loop stays branch-free. */
+ * M[k][o][NR], written into out.  Per output channel, the tiles' top and bottom rows are first
+ * formed in `rows` (2 x 2 NR), in one loop over the panel, then copied into out run by run,
+ * without a tile's right column or bottom row that falls outside out (odd OW or OH). */
 static void CONV_NAME(transform_output)(const conv_geom *g, T *out, const T *bias, const T *M, int64_t t0,
-                                        int64_t count, T *junk) {
-    int64_t plane = g->O_pad * NR;
-    for (int64_t t = t0; t < t0 + count;) {
-        tile_run r = run_at(g, t, t0 + count, t0);
-        int64_t whole = 2 * (r.j0 + r.len) > g->OW ? r.len - 1 : r.len;   /* tiles with both columns */
-        for (int64_t o = 0; o < g->O; o++) {
-            const T *mo = M + o * NR + r.local;
-            T shift = bias ? bias[o] : 0;
-            T *top = out + ((r.n * g->O + o) * g->OH + 2 * r.i) * g->OW + 2 * r.j0;
-            T *bottom = 2 * r.i + 1 < g->OH ? top + g->OW : junk;
+                                        int64_t count, T *rows) {
+    tile_run runs[NR];
+    int64_t nruns = tile_runs(g, t0, count, runs), plane = g->O_pad * NR;
+    T *top = rows, *bottom = rows + 2 * NR;
+    for (int64_t o = 0; o < g->O; o++) {
+        const T *mo = M + o * NR;
+        T shift = bias ? bias[o] : 0;
 #pragma omp simd
-            for (int64_t m = 0; m < whole; m++) {
-                CONV_NAME(tile_2x2) y = CONV_NAME(tile_outputs)(mo, plane, m, shift, g->relu);
-                top[2 * m] = y.top_left;
-                top[2 * m + 1] = y.top_right;
-                bottom[2 * m] = y.bottom_left;
-                bottom[2 * m + 1] = y.bottom_right;
-            }
-            if (whole < r.len) {
-                CONV_NAME(tile_2x2) y = CONV_NAME(tile_outputs)(mo, plane, whole, shift, g->relu);
-                top[2 * whole] = y.top_left;
-                bottom[2 * whole] = y.bottom_left;
-            }
+        for (int64_t m = 0; m < NR; m++) {
+            CONV_NAME(tile_2x2) y = CONV_NAME(tile_outputs)(mo, plane, m, shift, g->relu);
+            top[2 * m] = y.top_left;
+            top[2 * m + 1] = y.top_right;
+            bottom[2 * m] = y.bottom_left;
+            bottom[2 * m + 1] = y.bottom_right;
         }
-        t += r.len;
+        for (int64_t k = 0; k < nruns; k++) {
+            const tile_run *r = &runs[k];
+            T *dst = out + ((r->n * g->O + o) * g->OH + 2 * r->i) * g->OW + 2 * r->j0;
+            size_t bytes = (size_t)ember_min64(2 * r->len, g->OW - 2 * r->j0) * sizeof(T);
+            memcpy(dst, top + 2 * r->local, bytes);
+            if (2 * r->i + 1 < g->OH) memcpy(dst + g->OW, bottom + 2 * r->local, bytes);
+        }
     }
 }
 
@@ -323,10 +306,9 @@ static int CONV_NAME(conv3x3)(conv_geom *g, T *out, const T *x, const T *weight,
     g->tb = tiles_per_block(g, NR, sizeof(T), nthreads);
     g->blocks = (g->tiles + g->tb - 1) / g->tb;
     nthreads = ember_threads_for(work, g->blocks);
-    /* per thread: V [16][C][tb], M [16][O_pad][NR], strips 8 x (tb + 1) (also the junk row) */
-    int64_t v_len = 16 * g->C * g->tb, m_len = 16 * g->O_pad * NR;
-    int64_t strips_len = (8 * (g->tb + 1) + LANES - 1) / LANES * LANES;
-    int64_t per_thread = v_len + m_len + strips_len, u_len = 16 * g->O_pad * g->C;
+    /* per thread: V [16][C][tb], M [16][O_pad][NR], patches [8][2 tb] (also the output rows) */
+    int64_t v_len = 16 * g->C * g->tb, m_len = 16 * g->O_pad * NR, patches_len = 16 * g->tb;
+    int64_t per_thread = v_len + m_len + patches_len, u_len = 16 * g->O_pad * g->C;
     T *U = ember_cpu_alloc((u_len + nthreads * per_thread) * (int64_t)sizeof(T));
     if (!U) return EMBER_ERR_OUT_OF_MEMORY;
 #pragma omp parallel num_threads(nthreads)
@@ -334,18 +316,18 @@ static int CONV_NAME(conv3x3)(conv_geom *g, T *out, const T *x, const T *weight,
         int me = omp_get_thread_num(), team = omp_get_num_threads();
         int64_t pairs = g->O_pad * g->C;
         CONV_NAME(transform_weights)(g, weight, U, pairs * me / team, pairs * (me + 1) / team);
-        T *V = U + u_len + me * per_thread, *M = V + v_len, *strips = M + m_len;
+        T *V = U + u_len + me * per_thread, *M = V + v_len, *patches = M + m_len;
 #pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
         for (int64_t blk = 0; blk < g->blocks; blk++) {
             int64_t t0 = blk * g->tb, count = ember_min64(g->tb, g->tiles - t0);
-            CONV_NAME(transform_input)(g, x, t0, count, V, strips);
+            CONV_NAME(transform_input)(g, x, t0, count, V, patches);
             for (int64_t p0 = 0; p0 < count; p0 += NR) {
                 for (int k = 0; k < 16; k++)
                     for (int64_t ob = 0; ob < panels; ob++)
                         CONV_NAME(micro_kernel)(g->C, U + (k * panels + ob) * g->C * MR,
                                                 V + k * g->C * g->tb + p0, g->tb, M + (k * g->O_pad + ob * MR) * NR);
-                CONV_NAME(transform_output)(g, out, bias, M, t0 + p0, ember_min64(NR, count - p0), strips);
+                CONV_NAME(transform_output)(g, out, bias, M, t0 + p0, ember_min64(NR, count - p0), patches);
             }
         }
     }
