@@ -170,6 +170,28 @@ def test_declined_dtypes_and_empty_batches():
     np.testing.assert_allclose(got, direct_conv(x, w, b, padding=(1, 1)), rtol=1e-2, atol=0.05)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("relu", [False, True])
+def test_nan_and_inf_reach_exactly_the_outputs_whose_window_holds_them(dtype, relu):
+    """Winograd's transforms would spread a NaN or Inf input over its whole 2x2 output tile (and
+    turn Inf into Inf - Inf = NaN): those outputs are recomputed directly, so the result is the
+    definition's, value for value, wherever it is not finite."""
+    x, w, b = random_case((2, 3, 9, 10), 4, dtype, seed=9)
+    x[0, 1, 4, 4] = np.nan
+    x[1, 0, 2, 7] = np.inf
+    x[1, 2, 6, 1] = -np.inf
+    w[2, 0, 1, 1] = 0.0   # Inf * 0: NaN in channel 2 only
+    with served_by("cpu"):
+        got = run_conv(x, w, b, padding=1, activation="relu" if relu else None)
+    want = direct_conv(x, w, b, padding=(1, 1), relu=relu)
+    finite = np.isfinite(want)
+    assert not finite.all()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    assert_conv_close(np.where(finite, got, 0), np.where(finite, want, 0), np.nan_to_num(x, posinf=0, neginf=0), w,
+                      dtype)
+
+
 def test_the_tolerance_catches_a_wrong_answer():
     """assert_conv_close is tight enough to fail on a small mistake: one weight off by 1% of the
     largest, or the kernel flipped (convolution instead of cross-correlation)."""

@@ -32,6 +32,7 @@
  */
 #ifndef CONV_T
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -127,10 +128,10 @@ int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const e
     g.O_pad = (g.O + MR - 1) / MR * MR;
     const void *b = bias ? ember_base(bias) : NULL;
     if (out->dtype == EMBER_FLOAT32)
-        return conv3x3_f32(&g, (float *)ember_base(out), (const float *)ember_base(x),
-                           (const float *)ember_base(weight), b);
-    return conv3x3_f64(&g, (double *)ember_base(out), (const double *)ember_base(x),
-                       (const double *)ember_base(weight), b);
+        return conv3x3_f32(&g, &(operands_f32){(float *)ember_base(out), (const float *)ember_base(x),
+                                                (const float *)ember_base(weight), b});
+    return conv3x3_f64(&g, &(operands_f64){(double *)ember_base(out), (const double *)ember_base(x),
+                                            (const double *)ember_base(weight), b});
 }
 
 #else /* ---- the typed part: CONV_T is float or double, CONV_NAME(f) names f for it ----------- */
@@ -270,37 +271,73 @@ static inline CONV_NAME(tile_2x2) CONV_NAME(tile_outputs)(const T *mo, int64_t p
     return y;
 }
 
+/* The operands of one call. */
+typedef struct {
+    T *out;
+    const T *x, *weight, *bias;
+} CONV_NAME(operands);
+
+/* out[n, o, oy, ox] by the definition (direct sum over c and the 3x3 window, then relu), for the
+ * outputs that Winograd's transforms made non-finite: there an Inf or NaN input spreads to every
+ * output of its tile, and Inf - Inf turns an Inf into NaN, where the direct sum keeps both to the
+ * outputs whose window holds them. */
+static T CONV_NAME(direct_output)(const conv_geom *g, const CONV_NAME(operands) *a, int64_t n, int64_t o,
+                                  int64_t oy, int64_t ox) {
+    T sum = a->bias ? a->bias[o] : 0;
+    for (int64_t c = 0; c < g->C; c++) {
+        const T *image = a->x + (n * g->C + c) * g->H * g->W, *w = a->weight + (o * g->C + c) * 9;
+        for (int64_t p = 0; p < 3; p++) {
+            int64_t y = oy - g->ph + p;
+            for (int64_t q = 0; q < 3 && y >= 0 && y < g->H; q++) {
+                int64_t col = ox - g->pw + q;
+                if (col >= 0 && col < g->W) sum += image[y * g->W + col] * w[p * 3 + q];
+            }
+        }
+    }
+    return g->relu && sum < 0 ? 0 : sum;
+}
+
 /* Y = A^T M A (+ bias, relu) of the panel's `count` tiles starting at flattened tile t0, from
  * M[k][o][NR], written into out.  Per output channel, the tiles' top and bottom rows are first
  * formed in `rows` (2 x 2 NR), in one loop over the panel, then copied into out run by run,
- * without a tile's right column or bottom row that falls outside out (odd OW or OH). */
-static void CONV_NAME(transform_output)(const conv_geom *g, T *out, const T *bias, const T *M, int64_t t0,
+ * without a tile's right column or bottom row that falls outside out (odd OW or OH).  The loop
+ * also sums every output times 0, which is NaN exactly when one of them is not finite: only then
+ * are the panel's non-finite outputs recomputed directly. */
+static void CONV_NAME(transform_output)(const conv_geom *g, const CONV_NAME(operands) *a, const T *M, int64_t t0,
                                         int64_t count, T *rows) {
     tile_run runs[NR];
     int64_t nruns = tile_runs(g, t0, count, runs), plane = g->O_pad * NR;
     T *top = rows, *bottom = rows + 2 * NR;
     for (int64_t o = 0; o < g->O; o++) {
         const T *mo = M + o * NR;
-        T shift = bias ? bias[o] : 0;
-#pragma omp simd
+        T shift = a->bias ? a->bias[o] : 0, poison = 0;
+#pragma omp simd reduction(+ : poison)
         for (int64_t m = 0; m < NR; m++) {
             CONV_NAME(tile_2x2) y = CONV_NAME(tile_outputs)(mo, plane, m, shift, g->relu);
             top[2 * m] = y.top_left;
             top[2 * m + 1] = y.top_right;
             bottom[2 * m] = y.bottom_left;
             bottom[2 * m + 1] = y.bottom_right;
+            poison += (y.top_left + y.top_right + y.bottom_left + y.bottom_right) * 0;
         }
         for (int64_t k = 0; k < nruns; k++) {
             const tile_run *r = &runs[k];
-            T *dst = out + ((r->n * g->O + o) * g->OH + 2 * r->i) * g->OW + 2 * r->j0;
-            size_t bytes = (size_t)ember_min64(2 * r->len, g->OW - 2 * r->j0) * sizeof(T);
-            memcpy(dst, top + 2 * r->local, bytes);
-            if (2 * r->i + 1 < g->OH) memcpy(dst + g->OW, bottom + 2 * r->local, bytes);
+            int64_t width = ember_min64(2 * r->len, g->OW - 2 * r->j0);
+            if (poison != 0)
+                for (int64_t u = 2 * r->local; u < 2 * r->local + width; u++) {
+                    int64_t ox = 2 * r->j0 + u - 2 * r->local;
+                    if (!isfinite(top[u])) top[u] = CONV_NAME(direct_output)(g, a, r->n, o, 2 * r->i, ox);
+                    if (!isfinite(bottom[u]) && 2 * r->i + 1 < g->OH)
+                        bottom[u] = CONV_NAME(direct_output)(g, a, r->n, o, 2 * r->i + 1, ox);
+                }
+            T *dst = a->out + ((r->n * g->O + o) * g->OH + 2 * r->i) * g->OW + 2 * r->j0;
+            memcpy(dst, top + 2 * r->local, (size_t)width * sizeof(T));
+            if (2 * r->i + 1 < g->OH) memcpy(dst + g->OW, bottom + 2 * r->local, (size_t)width * sizeof(T));
         }
     }
 }
 
-static int CONV_NAME(conv3x3)(conv_geom *g, T *out, const T *x, const T *weight, const T *bias) {
+static int CONV_NAME(conv3x3)(conv_geom *g, const CONV_NAME(operands) *a) {
     int64_t work = g->tiles * g->O * g->C, panels = g->O_pad / MR;
     int nthreads = ember_threads_for(work, g->tiles);
     g->tb = tiles_per_block(g, NR, sizeof(T), nthreads);
@@ -315,19 +352,19 @@ static int CONV_NAME(conv3x3)(conv_geom *g, T *out, const T *x, const T *weight,
     {
         int me = omp_get_thread_num(), team = omp_get_num_threads();
         int64_t pairs = g->O_pad * g->C;
-        CONV_NAME(transform_weights)(g, weight, U, pairs * me / team, pairs * (me + 1) / team);
+        CONV_NAME(transform_weights)(g, a->weight, U, pairs * me / team, pairs * (me + 1) / team);
         T *V = U + u_len + me * per_thread, *M = V + v_len, *patches = M + m_len;
 #pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
         for (int64_t blk = 0; blk < g->blocks; blk++) {
             int64_t t0 = blk * g->tb, count = ember_min64(g->tb, g->tiles - t0);
-            CONV_NAME(transform_input)(g, x, t0, count, V, patches);
+            CONV_NAME(transform_input)(g, a->x, t0, count, V, patches);
             for (int64_t p0 = 0; p0 < count; p0 += NR) {
                 for (int k = 0; k < 16; k++)
                     for (int64_t ob = 0; ob < panels; ob++)
                         CONV_NAME(micro_kernel)(g->C, U + (k * panels + ob) * g->C * MR,
                                                 V + k * g->C * g->tb + p0, g->tb, M + (k * g->O_pad + ob * MR) * NR);
-                CONV_NAME(transform_output)(g, out, bias, M, t0 + p0, ember_min64(NR, count - p0), patches);
+                CONV_NAME(transform_output)(g, a, M, t0 + p0, ember_min64(NR, count - p0), patches);
             }
         }
     }
