@@ -4,6 +4,8 @@ PyTorch 2.13 CPU, in the same process, alternating rounds.
 Run: ``python bench/bench_xnnpack.py [--threads N] [--rounds R]``.  Prints, per case, the best
 time of each contender (noise on a shared machine only ever adds time) and the ratios
 xnnpack / PyTorch and xnnpack / ember-cpu (time ratios: lower is better; 0.91 = 1.1x faster).
+"xnnpack" is ember as installed with the extra (xnnpack first, declining the calls ember-cpu runs
+faster); "served by" names the provider that ran each nn op there.
 The layout rows time the NCHW <-> NHWC transposes a conv pays, to judge a channels-last format.
 The demo row is one training step (forward, backward, Adam) of ``ember demo``'s CNN on a batch.
 """
@@ -160,10 +162,11 @@ def main() -> None:
         cases.append(demo)
     print(f"threads: {args.threads}; times in ms (best of {args.rounds} alternating rounds); "
           f"ratios are time ratios, lower is better")
-    print(f"{'case':<46} {'xnnpack':>9} {'ember-cpu':>10} {'torch':>9} {'xnn/torch':>10} {'xnn/cpu':>8}")
+    print(f"{'case':<46} {'xnnpack':>9} {'ember-cpu':>10} {'torch':>9} {'xnn/torch':>10} {'xnn/cpu':>8}  served by")
     for name, fns in cases:
         for fn in fns.values():
             fn()  # warm up: operator creation, workspaces, caches
+        served = serving_providers(fns["xnnpack"]) if not name.startswith(" ") else ""
         best = dict.fromkeys(fns, float("inf"))
         for _ in range(args.rounds):
             for label, fn in fns.items():
@@ -171,7 +174,16 @@ def main() -> None:
         cols = [f"{best[k] * 1e3:>9.3f}" if k in best else f"{'-':>9}" for k in ("xnnpack", "ember-cpu", "torch")]
         vs_torch = f"{best['xnnpack'] / best['torch']:>10.2f}" if "torch" in best else f"{'-':>10}"
         vs_cpu = f"{best['xnnpack'] / best['ember-cpu']:>8.2f}" if "ember-cpu" in best else f"{'-':>8}"
-        print(f"{name:<46} {cols[0]} {cols[1]:>10} {cols[2]} {vs_torch} {vs_cpu}")
+        print(f"{name:<46} {cols[0]} {cols[1]:>10} {cols[2]} {vs_torch} {vs_cpu}  {served}")
+
+
+def serving_providers(fn: Callable[[], object]) -> str:
+    """Which provider ran the case's nn ops with xnnpack installed (it declines where ember-cpu wins)."""
+    with em.trace_dispatch() as log:
+        fn()
+    nn_ops = ("conv2d", "linear", "max_pool2d", "avg_pool2d")
+    return ", ".join(f"{op}: {'/'.join(sorted(by))}" for op, by in sorted(log.providers().items())
+                     if op.startswith(nn_ops))
 
 
 if __name__ == "__main__":

@@ -72,11 +72,6 @@ def _compile_args() -> list[str]:
 # conv2d of 3x3 kernels at stride 1, dilation 1, groups 1 (Winograd F(2x2, 3x3)).  out (N, O, OH, OW),
 # x (N, C, H, W), weight (O, C, 3, 3), bias (O,) or NULL, all contiguous, one dtype (float32 or
 # float64); OH = H + 2 pad_h - 2, OW = W + 2 pad_w - 2; relu != 0 applies relu after the bias.
-CONV_DECLARATION = """
-int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
-                         const ember_tensor *bias, int64_t pad_h, int64_t pad_w, int relu);
-"""
-
 codegen.generate(CSRC)
 
 ffibuilder = cffi.FFI()
@@ -85,12 +80,11 @@ ffibuilder.cdef(
         _cdef_from_header(p)
         for p in (Path(_ember_include()) / "ember.h", CSRC / "ember_cpu_ops.h", CSRC / "ember_cpu.h")
     )
-    + CONV_DECLARATION
 )
 _blas_lib = scipy_openblas32.get_lib_dir()
 ffibuilder.set_source(
     "ember_cpu._native",
-    '#include "ember_cpu.h"\n' + CONV_DECLARATION,
+    '#include "ember_cpu.h"',
     sources=[str(p.relative_to(HERE)) for p in sorted(CSRC.glob("*.c"))],
     include_dirs=[str(CSRC), _ember_include(), scipy_openblas32.get_include_dir()],
     libraries=[scipy_openblas32.get_library(), *(["mvec"] if _use_libmvec() else [])],

@@ -23,6 +23,13 @@ CASES = [  # n, c, h, w, o, (kh, kw), stride, padding, dilation, groups
 ]
 
 
+def _left_to_winograd(case) -> bool:
+    """xnnpack declines dense 3x3 stride-1 convolutions of more than one input channel: ember-cpu's
+    Winograd kernel is faster there."""
+    c, kernel, stride, dilation, groups = case[1], case[5], case[6], case[8], case[9]
+    return (kernel, stride, dilation, groups) == ((3, 3), (1, 1), (1, 1), 1) and c > 1
+
+
 def _run(rng, case, bias, activation):
     n, c, h, w, o, (kh, kw), stride, padding, dilation, groups = case
     x = rng.standard_normal((n, c, h, w)).astype(np.float32)
@@ -41,7 +48,7 @@ def _run(rng, case, bias, activation):
 @pytest.mark.parametrize("activation", [None, "relu"])
 def test_conv2d_matches_reference(rng, case, bias, activation):
     out, providers, _ = _run(rng, case, bias, activation)
-    assert served_by(providers, "conv2d") == {"xnnpack"}
+    assert served_by(providers, "conv2d") == {"cpu" if _left_to_winograd(case) else "xnnpack"}
     if activation == "relu":
         assert out.numpy().min() >= 0
 
@@ -55,7 +62,7 @@ def test_conv2d_matches_pytorch(rng):
 
 def test_non_contiguous_input_is_made_contiguous_by_the_core(rng):
     x = rng.standard_normal((2, 9, 3, 8)).astype(np.float32)
-    wt = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    wt = rng.standard_normal((5, 3, 3, 2)).astype(np.float32)
     view = em.permute_dims(em.asarray(x), (0, 2, 1, 3))  # (2, 3, 9, 8), strided
     out, providers = traced(em.conv2d, view, em.asarray(wt), padding=1)
     xt = x.transpose(0, 2, 1, 3)

@@ -101,6 +101,13 @@ int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember
 int ember_cpu_linear(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
                      const ember_tensor *bias, int relu);
 
+/* ---- convolution (conv.c) ------------------------------------------------------------------- */
+/* out(N, O, OH, OW) = conv2d(x(N, C, H, W), weight(O, C, 3, 3)) at stride 1, dilation 1, zero padding
+ * (pad_h, pad_w), plus bias (O,) when not NULL, then relu when relu != 0: Winograd F(2x2, 3x3),
+ * outputs it makes non-finite recomputed directly.  float32/float64, every operand contiguous. */
+int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                         const ember_tensor *bias, int64_t pad_h, int64_t pad_w, int relu);
+
 /* ---- softmax (softmax.c) ------------------------------------------------------------------ */
 /* softmax (log_out == 0) or log_softmax of x along `axis`; out and x are contiguous, of one shape
  * and one dtype, float32 or float64 (EMBER_ERR_UNSUPPORTED otherwise). */
