@@ -453,6 +453,8 @@ class FormulaNode(Node):
     __slots__ = ("deriv", "recipe", "result_alias", "values")
 
     def __init__(self, deriv: Derivative, recipe: Recipe, args: tuple[Any, ...], result: Tensor) -> None:
+        # Node's fields set here rather than through Node.__init__: its generic pass over the
+        # inputs measured ~5% of the ten-chained-ops benchmark, whose target this path carries
         self.name = deriv.name
         self.deriv = deriv
         self.recipe = recipe

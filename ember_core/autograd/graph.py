@@ -125,11 +125,11 @@ def meta_of(t: Tensor) -> TensorMeta:
 
 def accumulator(leaf: Tensor) -> AccumulateGrad:
     """The leaf's AccumulateGrad node, shared by every graph the leaf takes part in."""
-    m = meta_of(leaf)
-    node = m.accumulator() if m.accumulator is not None else None
+    m = leaf._autograd
+    node = m.accumulator() if m is not None and m.accumulator is not None else None
     if node is None:
         node = AccumulateGrad(leaf)
-        m.accumulator = weakref.ref(node)
+        meta_of(leaf).accumulator = weakref.ref(node)
     return node
 
 
@@ -148,9 +148,7 @@ def edge_of(t: Tensor | None) -> Edge | None:
 
             regenerate_view(t)
         return (t.grad_fn, m.output_nr)
-    m = t._autograd
-    node = m.accumulator() if m is not None and m.accumulator is not None else None
-    return (node if node is not None else accumulator(t), 0)
+    return (accumulator(t), 0)
 
 
 def attach(outputs: list[Tensor], node: Node) -> None:

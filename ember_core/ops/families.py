@@ -159,10 +159,15 @@ def _compute_dtype(schema: OpSchema, dtype: dt.DType) -> dt.DType:
 _constants: dict[tuple[Any, ...], Tensor] = {}
 
 
+def _scalar_key(value: Any) -> tuple[type, Any]:
+    """A cache key for a Python scalar: zeros compare equal across signs (0.0 == -0.0), NaN equals
+    nothing, and 1 == 1.0 == True, so the type is part of it and those values are keyed by repr."""
+    return value.__class__, value if value and value == value else repr(value)
+
+
 def constant(value: Any, dtype: dt.DType, device: Any) -> Tensor:
     """A cached 0-d tensor holding a Python scalar (never handed to users, never written)."""
-    # zeros compare equal across signs (0.0 == -0.0) and NaN equals nothing: key those by repr
-    key = (type(value), value if value and value == value else repr(value), dtype, device)
+    key = (*_scalar_key(value), dtype, device)
     t = _constants.get(key)
     if t is None:
         if dtype.kind in "iu" and not dt.fits(value, dtype):
@@ -185,8 +190,7 @@ def scalar_operand(value: Any, partner: Tensor) -> Tensor:
     broadcast to the partner's shape.  Cached whole, so a repeated ``x * 1.5`` costs one lookup."""
     if value.__class__ not in _PYTHON_SCALARS:
         dt.scalar_kind_rank(value)  # anything but a scalar (a list, an array) is refused here, by name
-    key = (value.__class__, value if value and value == value else repr(value), partner._dtype, partner._device,
-           partner._shape)
+    key = (*_scalar_key(value), partner._dtype, partner._device, partner._shape)
     t = _scalar_operands.get(key)
     if t is None:
         t = expand_to(constant(value, dt.dtype_for_scalar(value, partner._dtype), partner._device), partner._shape)
