@@ -139,8 +139,9 @@ def _first_bad(got: np.ndarray, ref: np.ndarray, bad: np.ndarray, what: str) -> 
 
 
 def compare(got: np.ndarray, ref: Any, dtype: str, *, magnitude: Any = None,
-            rtol: float | None = None, atol: float | None = None) -> Comparison:
-    """``got`` (the backend's values, bfloat16 widened to float32) against the reference ``ref``."""
+            rtol: float | None = None, atol: Any = None) -> Comparison:
+    """``got`` (the backend's values, bfloat16 widened to float32) against the reference ``ref``;
+    ``rtol`` and ``atol`` (a number, or one per element) replace the table's."""
     tol = TOLERANCES[dtype]
     rtol = tol.rtol if rtol is None else rtol
     atol = tol.atol if atol is None else atol
@@ -177,6 +178,7 @@ def compare(got: np.ndarray, ref: Any, dtype: str, *, magnitude: Any = None,
     stats = {"max_abs": float(err.max(initial=0.0)), "max_rel": float(rel.max(initial=0.0)),
              "max_ulp": float(ulps.max(initial=0.0))}
     if bad.any():
-        msg = _first_bad(got, ref, bad, f"values differ beyond rtol={rtol:g}, atol={atol:g}")
+        shown = f"{atol:g}" if np.ndim(atol) == 0 else f"per element, at most {np.max(atol):g}"
+        msg = _first_bad(got, ref, bad, f"values differ beyond rtol={rtol:g}, atol={shown}")
         return Comparison(False, msg, rtol=rtol, atol=atol, **stats)
     return Comparison(True, rtol=rtol, atol=atol, **stats)
