@@ -21,7 +21,6 @@ from ember_conformance import tolerances as conformance
 
 import ember_core as em
 
-TOLERANCES = conformance.TOLERANCES
 FLOAT_NAMES = conformance.FLOATS
 COMPLEX_NAMES = conformance.COMPLEXES
 INT_NAMES = tuple(name for name in conformance.EXACT if name != "bool")
@@ -29,10 +28,6 @@ INT_NAMES = tuple(name for name in conformance.EXACT if name != "bool")
 
 def _name(dtype: Any) -> str:
     return dtype.name if hasattr(dtype, "name") else str(dtype)
-
-
-def tol(dtype: Any) -> conformance.Tol:
-    return TOLERANCES[_name(dtype)]
 
 
 def eps(dtype: Any) -> float:

@@ -68,10 +68,6 @@ def _compile_args() -> list[str]:
     return [*flags.split(), "-fopenmp", "-std=gnu11", "-fno-strict-aliasing", "-fno-math-errno"]
 
 
-# conv.c's entry point (declared here until ember_cpu.h, which other kernels share, takes it):
-# conv2d of 3x3 kernels at stride 1, dilation 1, groups 1 (Winograd F(2x2, 3x3)).  out (N, O, OH, OW),
-# x (N, C, H, W), weight (O, C, 3, 3), bias (O,) or NULL, all contiguous, one dtype (float32 or
-# float64); OH = H + 2 pad_h - 2, OW = W + 2 pad_w - 2; relu != 0 applies relu after the bias.
 codegen.generate(CSRC)
 
 ffibuilder = cffi.FFI()

@@ -166,8 +166,7 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
 
 def _softmax(name: str, log_out: int) -> Callable[..., None]:
     def kernel(out: Any, x: Any, *, axis: int) -> None:
-        _check(lib.ember_cpu_softmax(log_out, _desc(out, out._shape, out._strides), _desc(x, x._shape, x._strides),
-                                     axis), name)
+        _check(lib.ember_cpu_softmax(log_out, *_all_desc(out, x), axis), name)
 
     return kernel
 
