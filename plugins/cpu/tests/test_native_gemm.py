@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 import pytest
-from native_util import check, desc, lib, num_threads
+from native_util import check, desc, ffi, lib, num_threads
 
 RNG = np.random.default_rng(2024)
 AWKWARD = [1, 7, 15, 16, 17, 31, 33, 127, 129, 511, 513, 1025]
@@ -160,3 +160,37 @@ def test_float16_goes_through_float32():
     check(lib.ember_cpu_matmul(desc(out), desc(a), desc(b)))
     ref = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float16)
     np.testing.assert_array_equal(out, ref)
+
+
+def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, relu: bool) -> np.ndarray:
+    out = np.full((x.shape[0], w.shape[0]), np.nan, x.dtype)
+    check(lib.ember_cpu_linear(desc(out), desc(x), desc(w), desc(bias) if bias is not None else ffi.NULL,
+                               int(relu)))
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("m,k,n", [
+    (3, 256, 40),       # few rows: the dot kernel, which adds bias and clamps per 4 columns
+    (100, 70, 20),      # thin output: the dot kernel
+    (20, 30, 40),       # small: OpenBLAS, then linear.c's separate epilogue pass
+    (300, 1100, 1100),  # wider than tall: columns split between threads; three K slices, edge panels
+    (1025, 600, 45),    # rows split; the last micro-panel has 13 columns
+    (150, 260, 170),
+])
+def test_linear_epilogue_in_every_path(m, k, n, with_bias, relu, threads):
+    """Bias and relu are applied once, after the whole sum (the last K slice of the GEMM, the dot
+    kernel's store, or the epilogue pass): exact against float64, NaN rows stay NaN, clamped
+    zeros are +0.  The weight is (N, K) row-major, so the kernel reads w.T as a column-major view."""
+    x, w = integers((m, k)), integers((n, k))
+    x[min(1, m - 1), 2] = np.nan
+    bias = integers((n,)) + 0.5 if with_bias else None
+    with num_threads(threads):
+        got = linear(x, w, bias, relu)
+    want = x.astype(np.float64) @ w.astype(np.float64).T + (0 if bias is None else bias)
+    if relu:
+        want = np.where((want > 0) | np.isnan(want), want, 0.0)
+    np.testing.assert_array_equal(got, want)
+    assert not np.signbit(got[want == 0]).any()

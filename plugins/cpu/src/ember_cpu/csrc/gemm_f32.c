@@ -14,7 +14,7 @@
  *       the MR x NR micro-kernel over every (sliver, micro-panel) pair, slivers outer: a sliver
  *       (28 KiB) stays in L1 while the panel (1 MiB) streams past it from L2.
  *   The first KC slice stores into c and later slices add to it, so c is never read before it
- *   is written.  Packed buffers are padded with zeros; edge tiles use a kernel instantiated for
+ *   is written; the last one applies the epilogue (bias, relu) as it stores.  Packed buffers are padded with zeros; edge tiles use a kernel instantiated for
  *   their row count and store only their valid columns (masked).
  * Threads: each takes an independent slice of c's rows (or of its columns when c is wider than
  * tall) and packs its own operands.  Sharing one packed b panel between the threads (each packing
@@ -28,6 +28,7 @@
 #include <omp.h>
 
 #include "common.h"
+#include "gemm_f32.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EMBER_GEMM_F32_X86 1
@@ -51,7 +52,7 @@
 #define PREFETCH_B 8   /* k-steps ahead that the micro-kernel prefetches its micro-panel       */
 #endif
 
-#define TARGET __attribute__((target("avx512f")))
+#define TARGET __attribute__((target("avx512f,avx512vl")))
 
 /* ---- packing -------------------------------------------------------------------------------- */
 
@@ -146,13 +147,26 @@ TARGET static void pack_b(float *restrict dst, const float *b, int64_t brs, int6
 
 /* ---- micro-kernel --------------------------------------------------------------------------- */
 
+/* x where x > 0 or x is NaN, else +0 (relu as the composite computes it). */
+TARGET static inline __m512 relu_ps(__m512 x) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NLE_UQ), x);
+}
+static inline float relu_f(float x) { return x > 0 || x != x ? x : 0.0f; }
+
+/* How a tile is stored: `accumulate` is 0 for the first KC slice, which stores without reading c;
+ * bias (the tile's first column's entry, or NULL) and relu are set for the last slice only. */
+typedef struct {
+    int accumulate, relu;
+    const float *bias;
+} tile_store;
+
 /* c (+)= sliver @ micro-panel for a ROWS x nr tile: ROWS rows of the sliver, each of whose
  * k-steps is MR floats apart, against VECS vectors of the NR-wide micro-panel (nr <= 16 * VECS
- * columns are valid).  `accumulate` is 0 for the first KC slice, which stores without reading
- * c.  Instantiated for every ROWS and VECS so that edge tiles cost what they compute. */
+ * columns are valid), stored as `st` says.  Instantiated for every ROWS and VECS so that edge
+ * tiles cost what they compute. */
 TARGET static inline __attribute__((always_inline)) void kernel_body(
     const int ROWS, const int VECS, int64_t kc, const float *restrict ap, const float *restrict bp,
-    float *c, int64_t crs, int64_t ccs, int64_t nr, int accumulate) {
+    float *c, int64_t crs, int64_t ccs, int64_t nr, tile_store st) {
     __m512 acc[MR][2];
 #pragma GCC unroll 14
     for (int r = 0; r < ROWS; r++) {
@@ -183,13 +197,18 @@ TARGET static inline __attribute__((always_inline)) void kernel_body(
         /* lanes past nr are masked off: loads and stores never touch them */
         __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
         __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
+        __m512 bias[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+        if (st.bias)
+            for (int v = 0; v < VECS; v++) bias[v] = _mm512_maskz_loadu_ps(v ? m1 : m0, st.bias + 16 * v);
 #pragma GCC unroll 14
         for (int r = 0; r < ROWS; r++) {
             float *row = c + r * crs;
             for (int v = 0; v < VECS; v++) {
                 __mmask16 m = v ? m1 : m0;
                 __m512 x = acc[r][v];
-                if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, row + 16 * v));
+                if (st.accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, row + 16 * v));
+                if (st.bias) x = _mm512_add_ps(x, bias[v]);
+                if (st.relu) x = relu_ps(x);
                 _mm512_mask_storeu_ps(row + 16 * v, m, x);
             }
         }
@@ -200,19 +219,21 @@ TARGET static inline __attribute__((always_inline)) void kernel_body(
         for (int v = 0; v < VECS; v++) _mm512_store_ps(tile + r * NR + 16 * v, acc[r][v]);
     for (int r = 0; r < ROWS; r++)
         for (int64_t j = 0; j < nr; j++) {
-            float *dst = c + r * crs + j * ccs;
-            *dst = accumulate ? *dst + tile[r * NR + j] : tile[r * NR + j];
+            float *dst = c + r * crs + j * ccs, x = tile[r * NR + j];
+            if (st.accumulate) x += *dst;
+            if (st.bias) x += st.bias[j];
+            *dst = st.relu ? relu_f(x) : x;
         }
 }
 
 typedef void (*kernel_fn)(int64_t kc, const float *restrict ap, const float *restrict bp, float *c,
-                          int64_t crs, int64_t ccs, int64_t nr, int accumulate);
+                          int64_t crs, int64_t ccs, int64_t nr, tile_store st);
 
 #define DEFINE_KERNEL(ROWS, VECS)                                                                 \
     TARGET static void kernel_##ROWS##x##VECS(int64_t kc, const float *restrict ap,               \
                                               const float *restrict bp, float *c, int64_t crs,   \
-                                              int64_t ccs, int64_t nr, int accumulate) {         \
-        kernel_body(ROWS, VECS, kc, ap, bp, c, crs, ccs, nr, accumulate);                        \
+                                              int64_t ccs, int64_t nr, tile_store st) {          \
+        kernel_body(ROWS, VECS, kc, ap, bp, c, crs, ccs, nr, st);                                \
     }
 #define DEFINE_KERNELS(ROWS) DEFINE_KERNEL(ROWS, 1) DEFINE_KERNEL(ROWS, 2)
 DEFINE_KERNELS(1) DEFINE_KERNELS(2) DEFINE_KERNELS(3) DEFINE_KERNELS(4) DEFINE_KERNELS(5)
@@ -232,19 +253,24 @@ typedef struct {
     const float *a, *b;
     float *c;
     int64_t ars, acs, brs, bcs, crs, ccs;
+    sgemm_epilogue ep;   /* bias indexed by c's column */
 } gemm_args;
 
-/* c[m0 + (0..mc), jc + (0..nc)] (+)= packed a block @ packed b panel.  Each sliver of a stays in
- * L1 while the panel's micro-panels stream past it from L2, and c is walked along its rows. */
+/* c[m0 + (0..mc), jc + (0..nc)] (+)= packed a block @ packed b panel, for the KC slice that
+ * starts at pc.  Each sliver of a stays in L1 while the panel's micro-panels stream past it from
+ * L2, and c is walked along its rows. */
 static void compute_block(const gemm_args *g, const float *apack, const float *bpack, int64_t m0,
-                          int64_t mc, int64_t kc, int64_t jc, int64_t nc, int accumulate) {
+                          int64_t mc, int64_t pc, int64_t kc, int64_t jc, int64_t nc) {
+    int last = pc + kc >= g->K;
+    tile_store st = {.accumulate = pc > 0, .relu = last && g->ep.relu};
     for (int64_t ir = 0; ir < mc; ir += MR) {
         const float *ap = apack + ir * kc;
         float *crow = g->c + (m0 + ir) * g->crs + jc * g->ccs;
         for (int64_t jr = 0; jr < nc; jr += NR) {
             int64_t nr = ember_min64(NR, nc - jr);
+            st.bias = last && g->ep.bias ? g->ep.bias + jc + jr : NULL;
             kernels[ember_min64(MR, mc - ir) - 1][nr > 16](kc, ap, bpack + jr * kc, crow + jr * g->ccs,
-                                                         g->crs, g->ccs, nr, accumulate);
+                                                         g->crs, g->ccs, nr, st);
         }
     }
 }
@@ -272,7 +298,7 @@ static void gemm_alone(const gemm_args *g, float *bpack, float *apack) {
             for (int64_t jc = 0; jc < g->N; jc += GEMM_NC) {
                 int64_t nc = ember_min64(GEMM_NC, g->N - jc);
                 pack_b(bpack, g->b + pc * g->brs + jc * g->bcs, g->brs, g->bcs, nc, kc);
-                compute_block(g, apack, bpack, ic, mc, kc, jc, nc, pc > 0);
+                compute_block(g, apack, bpack, ic, mc, pc, kc, jc, nc);
             }
         }
     }
@@ -292,12 +318,15 @@ static void gemm_slice(const gemm_args *g, int tid, int nthreads, float *bpack, 
         int64_t n0 = split_at(g->N, nthreads, tid, NR), n1 = split_at(g->N, nthreads, tid + 1, NR);
         part.b += n0 * g->bcs;
         part.c += n0 * g->ccs;
+        if (part.ep.bias) part.ep.bias += n0;
         part.N = n1 - n0;
     }
     if (part.M > 0 && part.N > 0) gemm_alone(&part, bpack, apack);
 }
 
-int ember_cpu_sgemm_supported(void) { return __builtin_cpu_supports("avx512f") != 0; }
+int ember_cpu_sgemm_supported(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+}
 
 /* ---- thin products with both operands contiguous along K ------------------------------------ */
 
@@ -342,7 +371,7 @@ TARGET static inline __attribute__((always_inline)) void dot_step(
 
 TARGET static inline __attribute__((always_inline)) void dot_body(
     const int ROWS, const int COLS, int64_t K, const float *a, int64_t ars, const float *b, int64_t bcs,
-    float *c, int64_t crs, int64_t ccs) {
+    float *c, int64_t crs, int64_t ccs, const float *bias, int relu) {
     __m512 acc[DOT_ROWS][DOT_MAX_COLS];
 #pragma GCC unroll 2
     for (int r = 0; r < ROWS; r++)
@@ -359,9 +388,12 @@ TARGET static inline __attribute__((always_inline)) void dot_body(
             __m128 sums = sum_lanes_4(acc[r][j], j + 1 < COLS ? acc[r][j + 1] : zero,
                                       j + 2 < COLS ? acc[r][j + 2] : zero, j + 3 < COLS ? acc[r][j + 3] : zero);
             int n = COLS - j < 4 ? COLS - j : 4;
+            __mmask8 valid = (__mmask8)((1u << n) - 1);
+            if (bias) sums = _mm_add_ps(sums, _mm_maskz_loadu_ps(valid, bias + j));
+            if (relu) sums = _mm_maskz_mov_ps(_mm_cmp_ps_mask(sums, _mm_setzero_ps(), _CMP_NLE_UQ), sums);
             float *dst = c + r * crs + j * ccs;
             if (ccs == 1) {
-                _mm_mask_storeu_ps(dst, (__mmask8)((1u << n) - 1), sums);
+                _mm_mask_storeu_ps(dst, valid, sums);
             } else {
                 float v[4];
                 _mm_storeu_ps(v, sums);
@@ -371,12 +403,13 @@ TARGET static inline __attribute__((always_inline)) void dot_body(
 }
 
 typedef void (*dot_fn)(int64_t K, const float *a, int64_t ars, const float *b, int64_t bcs, float *c,
-                       int64_t crs, int64_t ccs);
+                       int64_t crs, int64_t ccs, const float *bias, int relu);
 
 #define DEFINE_DOT(ROWS, COLS)                                                                    \
     TARGET static void dot_##ROWS##x##COLS(int64_t K, const float *a, int64_t ars, const float *b, \
-                                           int64_t bcs, float *c, int64_t crs, int64_t ccs) {     \
-        dot_body(ROWS, COLS, K, a, ars, b, bcs, c, crs, ccs);                                     \
+                                           int64_t bcs, float *c, int64_t crs, int64_t ccs,       \
+                                           const float *bias, int relu) {                         \
+        dot_body(ROWS, COLS, K, a, ars, b, bcs, c, crs, ccs, bias, relu);                         \
     }
 #define DEFINE_DOTS(COLS) DEFINE_DOT(1, COLS) DEFINE_DOT(2, COLS)
 DEFINE_DOTS(1) DEFINE_DOTS(2) DEFINE_DOTS(3) DEFINE_DOTS(4) DEFINE_DOTS(5) DEFINE_DOTS(6)
@@ -388,8 +421,11 @@ static const dot_fn dots[DOT_MAX_COLS][DOT_ROWS] = {
     DOT_PAIR(7), DOT_PAIR(8), DOT_PAIR(9), DOT_PAIR(10), DOT_PAIR(11), DOT_PAIR(12)};
 
 int ember_cpu_sgemm_dot(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, const float *b,
-                        int64_t bcs, float *c, int64_t crs, int64_t ccs, int nthreads) {
+                        int64_t bcs, float *c, int64_t crs, int64_t ccs, const sgemm_epilogue *ep,
+                        int nthreads) {
     if (M <= 0 || N <= 0 || K <= 0 || !ember_cpu_sgemm_supported()) return EMBER_ERR_INVALID_ARGUMENT;
+    const float *bias = ep ? ep->bias : NULL;
+    int relu = ep && ep->relu;
     /* columns in equal blocks of at most DOT_MAX_COLS: 10 is one block, 16 two of 8 */
     int64_t col_blocks = (N + DOT_MAX_COLS - 1) / DOT_MAX_COLS, cols = (N + col_blocks - 1) / col_blocks;
     int64_t row_blocks = (M + DOT_ROWS - 1) / DOT_ROWS, tasks = row_blocks * col_blocks;
@@ -397,16 +433,17 @@ int ember_cpu_sgemm_dot(int64_t M, int64_t N, int64_t K, const float *a, int64_t
     for (int64_t t = 0; t < tasks; t++) {
         int64_t i = t / col_blocks * DOT_ROWS, j = t % col_blocks * cols;
         int64_t rows = ember_min64(DOT_ROWS, M - i), n = ember_min64(cols, N - j);
-        dots[n - 1][rows - 1](K, a + i * ars, ars, b + j * bcs, bcs, c + i * crs + j * ccs, crs, ccs);
+        dots[n - 1][rows - 1](K, a + i * ars, ars, b + j * bcs, bcs, c + i * crs + j * ccs, crs, ccs,
+                              bias ? bias + j : NULL, relu);
     }
     return EMBER_OK;
 }
 
 int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t acs,
-                   const float *b, int64_t brs, int64_t bcs, float *c, int64_t crs, int64_t ccs,
-                   int nthreads) {
+                    const float *b, int64_t brs, int64_t bcs, float *c, int64_t crs, int64_t ccs,
+                    const sgemm_epilogue *ep, int nthreads) {
     if (M <= 0 || N <= 0 || K <= 0 || !ember_cpu_sgemm_supported()) return EMBER_ERR_INVALID_ARGUMENT;
-    gemm_args g = {M, N, K, a, b, c, ars, acs, brs, bcs, crs, ccs};
+    gemm_args g = {M, N, K, a, b, c, ars, acs, brs, bcs, crs, ccs, ep ? *ep : (sgemm_epilogue){NULL, 0}};
     /* per thread: one a block and one b panel, each a whole number of cache lines (aligned) */
     int64_t kc = ember_min64(GEMM_KC, K);
     int64_t afloats = (ember_min64(GEMM_MC, (M + MR - 1) / MR * MR) * kc + 15) / 16 * 16;
@@ -430,15 +467,16 @@ int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars
 #else /* no AVX-512 kernel on this platform: callers use BLAS */
 
 int ember_cpu_sgemm_dot(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, const float *b,
-                        int64_t bcs, float *c, int64_t crs, int64_t ccs, int nthreads) {
+                        int64_t bcs, float *c, int64_t crs, int64_t ccs, const sgemm_epilogue *ep,
+                        int nthreads) {
     return EMBER_ERR_UNSUPPORTED;
 }
 
 int ember_cpu_sgemm_supported(void) { return 0; }
 
 int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t acs,
-                   const float *b, int64_t brs, int64_t bcs, float *c, int64_t crs, int64_t ccs,
-                   int nthreads) {
+                    const float *b, int64_t brs, int64_t bcs, float *c, int64_t crs, int64_t ccs,
+                    const sgemm_epilogue *ep, int nthreads) {
     return EMBER_ERR_UNSUPPORTED;
 }
 

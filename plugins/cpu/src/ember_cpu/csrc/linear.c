@@ -1,8 +1,10 @@
-/* linear: out = x @ weight^T (+ bias) (then relu), the GEMM of matmul.c followed by one epilogue
- * pass over out that adds the bias and clamps, instead of the composite's separate add and relu
- * ops (two more passes over out and two more allocations).  Training reaches this kernel every
- * step: XNNPACK declines weights that change between calls. */
+/* linear: out = x @ weight^T (+ bias) (then relu), instead of the composite's separate add and
+ * relu ops (two more passes over out and two more allocations).  Where ember's float32 kernels run
+ * the product, they add the bias and clamp as they store each tile; otherwise (float64, small
+ * products on OpenBLAS) one epilogue pass over out follows the GEMM.  Training reaches this
+ * kernel every step: XNNPACK declines weights that change between calls. */
 #include "common.h"
+#include "gemm_f32.h"
 
 #define DEFINE_EPILOGUE(NAME, T)                                                                    \
     static void NAME(T *out, const T *bias, int64_t rows, int64_t cols, int relu) {                \
@@ -39,9 +41,15 @@ int ember_cpu_linear(const ember_tensor *out, const ember_tensor *x, const ember
     weight_t.shape[1] = weight->shape[0];
     weight_t.strides[0] = weight->strides[1];
     weight_t.strides[1] = weight->strides[0];
-    int status = ember_cpu_matmul(out, x, &weight_t);
-    if (status != EMBER_OK || (!bias && !relu)) return status;
     const void *b = bias ? ember_base(bias) : NULL;
+    int fused = 0, status;
+    if (out->dtype == EMBER_FLOAT32 && (bias || relu)) {
+        sgemm_epilogue ep = {(const float *)b, relu};
+        status = ember_cpu_matmul_fused(out, x, &weight_t, &ep, &fused);
+    } else {
+        status = ember_cpu_matmul(out, x, &weight_t);
+    }
+    if (status != EMBER_OK || fused || (!bias && !relu)) return status;
     if (out->dtype == EMBER_FLOAT32)
         epilogue_f32((float *)ember_base(out), b, out->shape[0], out->shape[1], relu);
     else

@@ -30,6 +30,7 @@
 
 #include "common.h"
 #include "ember_cpu.h"
+#include "gemm_f32.h"
 
 /* Products smaller than 2^19 multiply-adds stay on one thread: waking the OpenMP team (~1-2 us
  * when it spins, far more when it sleeps) costs more than it saves below ~80^3 (measured: 64^3
@@ -53,6 +54,8 @@ typedef struct {
     int64_t nbatch, M, N, K;
     mat a, b, c;      /* views the kernel reads (maybe packed scratch) */
     int native;       /* float32 on ember's own kernels (gemm_f32.c): a native_kind */
+    int swapped;      /* computing out^T = b^T a^T (out is column-major)                 */
+    const sgemm_epilogue *ep;   /* applied by the native kernels, or NULL                */
     /* BLAS arguments, derived from the layouts of a, b and c */
     enum CBLAS_TRANSPOSE ta, tb;
     int lda, ldb, ldc;
@@ -399,13 +402,6 @@ static void run_tiles(const problem *p, tile_fn fn) {
 
 /* ---- float32: ember's own GEMM (gemm_f32.c) -------------------------------------------------- */
 
-int ember_cpu_sgemm_supported(void);
-int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, int64_t acs,
-                    const float *b, int64_t brs, int64_t bcs, float *c, int64_t crs, int64_t ccs,
-                    int nthreads);
-int ember_cpu_sgemm_dot(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, const float *b,
-                        int64_t bcs, float *c, int64_t crs, int64_t ccs, int nthreads);
-
 enum native_kind { NATIVE_NONE = 0, NATIVE_GEMM, NATIVE_DOT };
 
 /* Per matrix, products below this many multiply-adds stay with OpenBLAS, whose small-matrix
@@ -442,9 +438,10 @@ static int sgemm_batch(const problem *p, int64_t bi, int nthreads) {
     const float *b = (const float *)p->b.base + batch_offset(p, &p->b, bi);
     float *c = (float *)p->c.base + batch_offset(p, &p->c, bi);
     if (p->native == NATIVE_DOT)
-        return ember_cpu_sgemm_dot(p->M, p->N, p->K, a, p->a.rs, b, p->b.cs, c, p->c.rs, p->c.cs, nthreads);
+        return ember_cpu_sgemm_dot(p->M, p->N, p->K, a, p->a.rs, b, p->b.cs, c, p->c.rs, p->c.cs, p->ep,
+                                   nthreads);
     return ember_cpu_sgemm(p->M, p->N, p->K, a, p->a.rs, p->a.cs, b, p->b.rs, p->b.cs, c, p->c.rs,
-                           p->c.cs, nthreads);
+                           p->c.cs, p->ep, nthreads);
 }
 
 /* Whole batches per thread when they divide evenly or are many (as run_tiles); otherwise one
@@ -482,6 +479,8 @@ static void init_problem(problem *p, const ember_tensor *out, const ember_tensor
     view_of(&p->a, a);
     view_of(&p->b, b);
     view_of(&p->c, out);
+    p->swapped = 0;
+    p->ep = NULL;
 }
 
 /* Makes every operand readable by the kernel, packing where needed, and chooses p->native;
@@ -501,6 +500,7 @@ static int prepare_operands(problem *p, void *scratch[3]) {
         transpose_view(&p->c);
         t.rows = p->M; p->M = p->N; p->N = t.rows;
         c_layout = layout_of(&p->c, LAYOUT_ROW, &ldc);
+        p->swapped = 1;
     }
     p->native = wants_native(p);   /* after the swap: it looks at out's row length */
     if (p->native && p->cdt == p->dtype) return EMBER_OK;
@@ -543,7 +543,9 @@ static int prepare_operands(problem *p, void *scratch[3]) {
     return EMBER_OK;
 }
 
-int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember_tensor *b) {
+int ember_cpu_matmul_fused(const ember_tensor *out, const ember_tensor *a, const ember_tensor *b,
+                           const sgemm_epilogue *ep, int *fused) {
+    *fused = 0;
     if (!validate(out, a, b)) return EMBER_ERR_INVALID_ARGUMENT;
     problem p;
     init_problem(&p, out, a, b);
@@ -558,6 +560,11 @@ int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember
     fold_batch_into_rows(&p);
     void *scratch[3] = {NULL, NULL, NULL};
     int status = prepare_operands(&p, scratch);
+    /* the kernels add bias along the columns of what they compute: out's own, one matrix, in place */
+    if (ep && p.native && !p.swapped && p.nbatch == 1 && p.dtype == EMBER_FLOAT32) {
+        p.ep = ep;
+        *fused = 1;
+    }
     if (status == EMBER_OK) {
         if (p.native)
             status = run_native(&p);
@@ -567,4 +574,9 @@ int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember
     }
     for (int i = 0; i < 3; i++) free(scratch[i]);
     return status;
+}
+
+int ember_cpu_matmul(const ember_tensor *out, const ember_tensor *a, const ember_tensor *b) {
+    int fused;
+    return ember_cpu_matmul_fused(out, a, b, NULL, &fused);
 }
