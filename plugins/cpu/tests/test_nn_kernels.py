@@ -54,3 +54,66 @@ def test_linear_epilogue_keeps_nan_and_matches_the_composite():
         got = np.asarray(em.linear(em.asarray(x), em.asarray(w), em.asarray(b), activation="relu"))
     want = np.asarray(composite.linear(em.asarray(x), em.asarray(w), em.asarray(b), activation="relu"))
     same_values(got, want, 1e-12)
+
+
+POOL_GEOMETRIES = [
+    {"kernel_size": 2},
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    {"kernel_size": (2, 3), "stride": (1, 2), "padding": (1, 1)},   # overlapping rows
+    {"kernel_size": 3, "stride": 1, "padding": 1},                  # every input in nine windows
+]
+
+
+def pool_input(dtype: str) -> np.ndarray:
+    """Ties (values rounded to halves), NaN, +-inf, -0 and a window of -inf, where the first-maximum
+    and NaN rules decide the result."""
+    x = np.round(np.random.default_rng(3).standard_normal((2, 3, 9, 11)) * 2) / 2
+    x[0, 0, 2, 3] = np.nan
+    x[0, 1, 4, :] = np.inf
+    x[1, 0, :3, :3] = -np.inf
+    x[1, 2] = -0.0
+    return x.astype(dtype)
+
+
+def native_and_composite(name: str, *args, **kwargs) -> tuple[np.ndarray, np.ndarray]:
+    with em.providers(exclude=["xnnpack"]):
+        got = np.asarray(getattr(em, name)(*args, **kwargs))
+    return got, np.asarray(getattr(composite, name)(*args, **kwargs))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("geometry", [*POOL_GEOMETRIES, {"kernel_size": (2, 3), "stride": (1, 2), "dilation": (2, 1),
+                                                         "padding": (1, 1)}])
+def test_max_pool2d_and_its_gradient_match_the_composite(dtype, geometry):
+    x = em.asarray(pool_input(dtype))
+    got, want = native_and_composite("max_pool2d", x, **geometry)
+    np.testing.assert_array_equal(got, want)
+    assert (np.signbit(got) == np.signbit(want)).all()
+    grad = em.asarray(np.random.default_rng(4).standard_normal(got.shape).astype(dtype))
+    got, want = native_and_composite("max_pool2d_grad", grad, x, **geometry)
+    same_values(got, want, 1e-6 if dtype == "float32" else 1e-14)   # overlapping windows add in another order
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("geometry", POOL_GEOMETRIES)
+def test_avg_pool2d_and_its_gradient_match_the_composite(dtype, count_include_pad, geometry):
+    x = em.asarray(pool_input(dtype))
+    got, want = native_and_composite("avg_pool2d", x, count_include_pad=count_include_pad, **geometry)
+    np.testing.assert_array_equal(got, want)   # the same taps summed in the same order
+    assert (np.signbit(got) == np.signbit(want)).all()
+    grad = em.asarray(np.random.default_rng(5).standard_normal(got.shape).astype(dtype))
+    got, want = native_and_composite("avg_pool2d_grad", grad, input_shape=x.shape,
+                                     count_include_pad=count_include_pad, **geometry)
+    same_values(got, want, 1e-6 if dtype == "float32" else 1e-14)
+
+
+def test_pool_kernels_are_served_natively():
+    """The demo's backward runs max_pool2d_grad here, not as a composite of ~20 ops."""
+    x = em.asarray(np.zeros((1, 1, 4, 4), np.float32))
+    with em.providers(exclude=["xnnpack"]), em.trace_dispatch() as log:
+        em.max_pool2d_grad(em.max_pool2d(x, 2), x, 2)
+        em.avg_pool2d_grad(em.avg_pool2d(x, 2), input_shape=x.shape, kernel_size=2)
+    served = log.providers()
+    assert all(set(served[op]) == {"cpu"} for op in ("max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad"))

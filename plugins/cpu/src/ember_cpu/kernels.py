@@ -164,6 +164,35 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
     return None
 
 
+def _window(kernel_size: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+            dilation: tuple[int, int] = (1, 1)) -> Any:
+    return ffi.new("ember_cpu_window *", (*kernel_size, *stride, *padding, *dilation))
+
+
+def max_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
+               padding: tuple[int, int], dilation: tuple[int, int], ceil_mode: bool) -> None:
+    _check(lib.ember_cpu_max_pool2d(*_all_desc(out, x), _window(kernel_size, stride, padding, dilation)),
+           "max_pool2d")
+
+
+def max_pool2d_grad(out: Any, grad_output: Any, x: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
+                    padding: tuple[int, int], dilation: tuple[int, int], ceil_mode: bool) -> None:
+    _check(lib.ember_cpu_max_pool2d_grad(*_all_desc(out, grad_output, x),
+                                         _window(kernel_size, stride, padding, dilation)), "max_pool2d_grad")
+
+
+def avg_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
+               padding: tuple[int, int], ceil_mode: bool, count_include_pad: bool) -> None:
+    _check(lib.ember_cpu_avg_pool2d(*_all_desc(out, x), _window(kernel_size, stride, padding),
+                                    int(count_include_pad)), "avg_pool2d")
+
+
+def avg_pool2d_grad(out: Any, grad_output: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
+                    padding: tuple[int, int], ceil_mode: bool, count_include_pad: bool) -> None:
+    _check(lib.ember_cpu_avg_pool2d_grad(*_all_desc(out, grad_output), _window(kernel_size, stride, padding),
+                                         int(count_include_pad)), "avg_pool2d_grad")
+
+
 def _softmax(name: str, log_out: int) -> Callable[..., None]:
     def kernel(out: Any, x: Any, *, axis: int) -> None:
         _check(lib.ember_cpu_softmax(log_out, *_all_desc(out, x), axis), name)
@@ -247,6 +276,10 @@ KERNELS: dict[str, Callable[..., None]] = {
     "matmul": matmul,
     "linear": linear,
     "conv2d": conv2d,
+    "max_pool2d": max_pool2d,
+    "max_pool2d_grad": max_pool2d_grad,
+    "avg_pool2d": avg_pool2d,
+    "avg_pool2d_grad": avg_pool2d_grad,
     "softmax": _softmax("softmax", 0),
     "log_softmax": _softmax("log_softmax", 1),
     "nll_loss": _nll("nll_loss", lib.ember_cpu_nll_loss),

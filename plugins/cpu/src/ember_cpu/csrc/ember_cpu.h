@@ -108,6 +108,24 @@ int ember_cpu_linear(const ember_tensor *out, const ember_tensor *x, const ember
 int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
                          const ember_tensor *bias, int64_t pad_h, int64_t pad_w, int relu);
 
+/* ---- pooling (pool.c) ---------------------------------------------------------------------- */
+/* A pooling window: kernel (kh, kw), stride, zero-or-more padding and dilation, each (h, w). */
+typedef struct {
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} ember_cpu_window;
+/* x (N, C, H, W) -> out (N, C, OH, OW), the composites' semantics (NaN propagates, padding and
+ * ceil_mode overhang never contribute); float32/float64, all contiguous. */
+int ember_cpu_max_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w);
+/* out like x: each window's grad_output goes to its first maximal tap. */
+int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
+                              const ember_cpu_window *w);
+/* avg (dilation 1), PyTorch's divisors; count_include_pad != 0 counts padding in them. */
+int ember_cpu_avg_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w,
+                         int count_include_pad);
+/* out (N, C, H, W): each window's grad_output / divisor added to its taps. */
+int ember_cpu_avg_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_cpu_window *w,
+                              int count_include_pad);
+
 /* ---- softmax (softmax.c) ------------------------------------------------------------------ */
 /* softmax (log_out == 0) or log_softmax of x along `axis`; out and x are contiguous, of one shape
  * and one dtype, float32 or float64 (EMBER_ERR_UNSUPPORTED otherwise). */
