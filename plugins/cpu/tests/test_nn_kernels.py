@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ember_cpu.kernels import KERNELS
+from native_util import desc, ffi, lib
 
 import ember_core as em
 from ember_core.ops import nn_composites as composite
@@ -117,3 +118,57 @@ def test_pool_kernels_are_served_natively():
         em.avg_pool2d_grad(em.avg_pool2d(x, 2), input_shape=x.shape, kernel_size=2)
     served = log.providers()
     assert all(set(served[op]) == {"cpu"} for op in ("max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad"))
+
+
+def conv_weight_grad_reference(x: np.ndarray, grad: np.ndarray, weight_shape: tuple[int, ...], stride, padding,
+                               dilation, groups: int) -> np.ndarray:
+    """dW[o, c, i, j] = sum over n, oy, ox of grad[n, o, oy, ox] * padded x[n, group's c, oy*s + i*d, ox*s + j*d]."""
+    o, cg, kh, kw = weight_shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = grad.shape[2:]
+    out = np.zeros(weight_shape)
+    og = o // groups
+    for i in range(kh):
+        for j in range(kw):
+            taps = xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            for grp in range(groups):
+                out[grp * og:(grp + 1) * og, :, i, j] = np.einsum(
+                    "nopq,ncpq->oc", grad[:, grp * og:(grp + 1) * og].astype(np.float64),
+                    taps[:, grp * cg:(grp + 1) * cg])
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("x_shape,weight_shape,stride,padding,dilation,groups", [
+    ((2, 4, 9, 11), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((3, 6, 10, 7), (4, 3, 2, 3), (2, 1), (1, 0), (1, 2), 2),
+    ((2, 4, 8, 8), (4, 1, 3, 3), (1, 1), (1, 1), (1, 1), 4),        # depthwise
+    ((32, 16, 8, 8), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),    # the demo's second conv
+    ((1, 3, 12, 12), (8, 3, 5, 5), (3, 3), (2, 2), (1, 1), 1),
+    ((0, 3, 5, 5), (2, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1),        # empty batch: zeros
+])
+def test_conv2d_weight_grad_is_exact(dtype, x_shape, weight_shape, stride, padding, dilation, groups):
+    """Small integers make every product and sum exact: any dropped, doubled or misplaced tap shows."""
+    rng = np.random.default_rng(6)
+    x = rng.integers(-3, 4, x_shape).astype(dtype)
+    oh, ow = ((n + 2 * p - d * (k - 1) - 1) // s + 1
+              for n, p, d, k, s in zip(x_shape[2:], padding, dilation, weight_shape[2:], stride))
+    grad = rng.integers(-3, 4, (x_shape[0], weight_shape[0], oh, ow)).astype(dtype)
+    with em.providers(exclude=["xnnpack"]), em.trace_dispatch() as log:
+        got = np.asarray(em.conv2d_weight_grad(em.asarray(x), em.asarray(grad), weight_shape=weight_shape,
+                                               stride=stride, padding=padding, dilation=dilation, groups=groups))
+    assert set(log.providers()["conv2d_weight_grad"]) == {"cpu"}
+    np.testing.assert_array_equal(got, conv_weight_grad_reference(x, grad, weight_shape, stride, padding, dilation,
+                                                                  groups))
+
+
+def test_conv2d_weight_grad_kernel_rejects_mismatched_operands():
+    """The core never passes these; the C entry point answers with a status, not a crash."""
+    x, grad = np.zeros((2, 4, 5, 5), np.float32), np.zeros((2, 6, 3, 3), np.float32)
+    window = ffi.new("ember_cpu_window *", (3, 3, 1, 1, 0, 0, 1, 1))
+    for out in (np.zeros((6, 3, 3, 3), np.float32),    # channels do not match x
+                np.zeros((6, 4, 2, 3), np.float32),    # kernel does not match the window
+                np.zeros((5, 4, 3, 3), np.float32)):   # filters do not match grad_output
+        status = lib.ember_cpu_conv2d_weight_grad(desc(out), desc(x), desc(grad), window, 1)
+        assert status == lib.EMBER_ERR_INVALID_ARGUMENT

@@ -169,6 +169,13 @@ def _window(kernel_size: tuple[int, int], stride: tuple[int, int], padding: tupl
     return ffi.new("ember_cpu_window *", (*kernel_size, *stride, *padding, *dilation))
 
 
+def conv2d_weight_grad(out: Any, x: Any, grad_output: Any, *, stride: tuple[int, int], padding: tuple[int, int],
+                       dilation: tuple[int, int], groups: int) -> None:
+    _check(lib.ember_cpu_conv2d_weight_grad(*_all_desc(out, x, grad_output),
+                                            _window(out._shape[2:], stride, padding, dilation), groups),
+           "conv2d_weight_grad")
+
+
 def max_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
                padding: tuple[int, int], dilation: tuple[int, int], ceil_mode: bool) -> None:
     _check(lib.ember_cpu_max_pool2d(*_all_desc(out, x), _window(kernel_size, stride, padding, dilation)),
@@ -276,6 +283,7 @@ KERNELS: dict[str, Callable[..., None]] = {
     "matmul": matmul,
     "linear": linear,
     "conv2d": conv2d,
+    "conv2d_weight_grad": conv2d_weight_grad,
     "max_pool2d": max_pool2d,
     "max_pool2d_grad": max_pool2d_grad,
     "avg_pool2d": avg_pool2d,

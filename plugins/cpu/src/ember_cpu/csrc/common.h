@@ -50,19 +50,20 @@ static inline int ember_same_shape(const ember_tensor *a, const ember_tensor *b)
     return a->ndim == b->ndim && ember_same_dims(a, b, a->ndim);
 }
 
-static inline int ember_is_contiguous(const ember_tensor *t) {
-    int64_t expected = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (t->shape[d] != 1 && t->strides[d] != expected) return 0;
-        expected *= t->shape[d];
-    }
-    return 1;
-}
-
 static inline int64_t ember_numel(const ember_tensor *t) {
     int64_t n = 1;
     for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
     return n;
+}
+
+/* C order; an empty tensor counts whatever its strides (it has no element to misplace), as in the core. */
+static inline int ember_is_contiguous(const ember_tensor *t) {
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != expected) return ember_numel(t) == 0;
+        expected *= t->shape[d];
+    }
+    return 1;
 }
 
 static inline char *ember_base(const ember_tensor *t) {

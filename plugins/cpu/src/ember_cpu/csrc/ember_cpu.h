@@ -108,11 +108,18 @@ int ember_cpu_linear(const ember_tensor *out, const ember_tensor *x, const ember
 int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
                          const ember_tensor *bias, int64_t pad_h, int64_t pad_w, int relu);
 
-/* ---- pooling (pool.c) ---------------------------------------------------------------------- */
-/* A pooling window: kernel (kh, kw), stride, zero-or-more padding and dilation, each (h, w). */
+/* ---- convolution gradients (conv_grad.c) -------------------------------------------------- */
+/* A pooling or convolution window: kernel (kh, kw), stride, zero-or-more padding and dilation,
+ * each (h, w). */
 typedef struct {
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 } ember_cpu_window;
+/* out(O, C/groups, kh, kw) = conv2d's gradient with respect to its weight, from x (N, C, H, W) and
+ * grad_output (N, O, OH, OW); float32/float64, all contiguous. */
+int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output,
+                                 const ember_cpu_window *w, int64_t groups);
+
+/* ---- pooling (pool.c) ---------------------------------------------------------------------- */
 /* x (N, C, H, W) -> out (N, C, OH, OW), the composites' semantics (NaN propagates, padding and
  * ceil_mode overhang never contribute); float32/float64, all contiguous. */
 int ember_cpu_max_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w);
