@@ -13,6 +13,7 @@
  * Planes (N * C of them) run in parallel; a plane's gradients accumulate on one thread, so
  * overlapping windows never race. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "common.h"
 
@@ -29,11 +30,47 @@ static tap_range in_range(int64_t o, int64_t n, int64_t k, int64_t s, int64_t p,
     return r;
 }
 
+/* The outputs ox in [first, last) of a row of `outputs` whose tap reads input column
+ * ox * s + offset inside [0, n). */
+typedef struct {
+    int64_t first, last;
+} run;
+
+static run inside_run(int64_t outputs, int64_t n, int64_t offset, int64_t s) {
+    run r = {offset >= 0 ? 0 : (-offset + s - 1) / s, n - 1 - offset < 0 ? 0 : (n - 1 - offset) / s + 1};
+    if (r.last > outputs) r.last = outputs;
+    if (r.first > r.last) r.first = r.last;
+    return r;
+}
+
 /* PyTorch's avg_pool2d divisor along one axis for window o. */
 static int64_t avg_span(int64_t o, int64_t n, int64_t k, int64_t s, int64_t p, int count_include_pad) {
     int64_t start = o * s - p, end = ember_min64(start + k, n + p);
     if (count_include_pad) return end - start;
     return ember_min64(end, n) - ember_max64(start, 0);
+}
+
+/* Per output column: the divisor's factor along the row, and whether the window reaches padding. */
+typedef struct {
+    int64_t *span;
+    char *padded;
+} avg_columns;
+
+static int avg_columns_init(avg_columns *c, int64_t W, int64_t OW, const ember_cpu_window *w, int incl) {
+    c->span = malloc((size_t)(OW + 1) * sizeof(int64_t));
+    c->padded = malloc((size_t)OW + 1);
+    if (!c->span || !c->padded) return EMBER_ERR_OUT_OF_MEMORY;
+    for (int64_t ox = 0; ox < OW; ox++) {
+        tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, 1);
+        c->span[ox] = avg_span(ox, W, w->kw, w->sw, w->pw, incl);
+        c->padded[ox] = rx.last - rx.first < w->kw;
+    }
+    return EMBER_OK;
+}
+
+static void avg_columns_free(avg_columns *c) {
+    free(c->span);
+    free(c->padded);
 }
 
 static int valid_window(const ember_cpu_window *w) {
@@ -50,24 +87,23 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
 }
 
 #define DEFINE_POOL(SUFFIX, T)                                                                     \
+    /* out row oy combines taps (ky, kx) in window order, each over the run of outputs whose tap    \
+     * lies inside the input: a unit- or fixed-stride loop without bounds checks. */               \
     static void max_plane_##SUFFIX(T *restrict out, const T *restrict x, int64_t H, int64_t W,     \
                                    int64_t OH, int64_t OW, const ember_cpu_window *w) {            \
         for (int64_t oy = 0; oy < OH; oy++) {                                                      \
+            T *o = out + oy * OW;                                                                  \
+            for (int64_t ox = 0; ox < OW; ox++) o[ox] = -INFINITY;                                 \
             tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, w->dh);                            \
-            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
-                tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, w->dw);                        \
-                T m = -INFINITY;                                                                   \
-                for (int64_t ky = ry.first; ky < ry.last; ky++) {                                  \
-                    const T *row = x + (oy * w->sh - w->ph + ky * w->dh) * W + ox * w->sw - w->pw; \
-                    for (int64_t kx = rx.first; kx < rx.last; kx++) {                              \
-                        T v = row[kx * w->dw];                                                     \
-                        if (v > m || v != v) m = v;                                                \
-                        if (m != m) goto done;   /* NaN wins the window */                         \
+            for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
+                for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
+                    run r = inside_run(OW, W, kx * w->dw - w->pw, w->sw);                          \
+                    const T *row = x + (oy * w->sh - w->ph + ky * w->dh) * W + kx * w->dw - w->pw; \
+                    for (int64_t ox = r.first; ox < r.last; ox++) {                                \
+                        T v = row[ox * w->sw];                                                     \
+                        o[ox] = v > o[ox] || v != v ? v : o[ox];   /* NaN stays */                 \
                     }                                                                              \
                 }                                                                                  \
-            done:                                                                                  \
-                out[oy * OW + ox] = m;                                                             \
-            }                                                                                      \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
@@ -75,57 +111,68 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
                                         int64_t H, int64_t W, int64_t OH, int64_t OW,              \
                                         const ember_cpu_window *w) {                               \
         memset(gx, 0, (size_t)(H * W) * sizeof(T));                                                \
-        for (int64_t oy = 0; oy < OH; oy++)                                                        \
+        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
+            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, w->dh);                            \
             for (int64_t ox = 0; ox < OW; ox++) {                                                  \
-                int64_t y0 = oy * w->sh - w->ph, x0 = ox * w->sw - w->pw, best_at = -1;            \
-                T best = 0;                                                                        \
-                for (int64_t ky = 0; ky < w->kh; ky++)                                             \
-                    for (int64_t kx = 0; kx < w->kw; kx++) {                                       \
-                        int64_t iy = y0 + ky * w->dh, ix = x0 + kx * w->dw;                        \
-                        int inside = iy >= 0 && iy < H && ix >= 0 && ix < W;                       \
-                        T v = inside ? x[iy * W + ix] : (T)-INFINITY;                              \
+                tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, w->dw);                        \
+                /* a padded tap 0 starts the search at -inf, pointing nowhere; padding after it     \
+                 * (-inf) is never strictly greater, so only the input's taps are visited */       \
+                int64_t best_at = -1;                                                              \
+                T best = -INFINITY;                                                                \
+                for (int64_t ky = ry.first; ky < ry.last; ky++) {                                  \
+                    int64_t at = (oy * w->sh - w->ph + ky * w->dh) * W + ox * w->sw - w->pw;       \
+                    for (int64_t kx = rx.first; kx < rx.last; kx++) {                              \
+                        T v = x[at + kx * w->dw];                                                  \
                         if ((ky == 0 && kx == 0) || v > best) {                                    \
                             best = v;                                                              \
-                            best_at = inside ? iy * W + ix : -1;                                   \
+                            best_at = at + kx * w->dw;                                             \
                         }                                                                          \
                     }                                                                              \
-                if (best_at >= 0) gx[best_at] += gout[oy * OW + ox];                               \
-            }                                                                                      \
-    }                                                                                              \
-                                                                                                   \
-    static void avg_plane_##SUFFIX(T *restrict out, const T *restrict x, int64_t H, int64_t W,     \
-                                   int64_t OH, int64_t OW, const ember_cpu_window *w, int incl) {  \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
-            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
-            int64_t span_y = avg_span(oy, H, w->kh, w->sh, w->ph, incl);                           \
-            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
-                tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, 1);                            \
-                /* -0 is the sum's identity; padding adds +0, as the composite's zero taps do */  \
-                int padded = ry.last - ry.first < w->kh || rx.last - rx.first < w->kw;            \
-                T sum = padded ? (T)0 : (T)-0.0;                                                   \
-                for (int64_t ky = ry.first; ky < ry.last; ky++) {                                  \
-                    const T *row = x + (oy * w->sh - w->ph + ky) * W + ox * w->sw - w->pw;         \
-                    for (int64_t kx = rx.first; kx < rx.last; kx++) sum += row[kx];                \
                 }                                                                                  \
-                out[oy * OW + ox] = sum / (T)(span_y * avg_span(ox, W, w->kw, w->sw, w->pw, incl)); \
+                if (best_at >= 0) gx[best_at] += gout[oy * OW + ox];                               \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
+    static void avg_plane_##SUFFIX(T *restrict out, const T *restrict x, int64_t H, int64_t W,     \
+                                   int64_t OH, int64_t OW, const ember_cpu_window *w, int incl,    \
+                                   const avg_columns *cols) {                                      \
+        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
+            T *o = out + oy * OW;                                                                  \
+            for (int64_t ox = 0; ox < OW; ox++) o[ox] = (T)-0.0;   /* the sum's identity */        \
+            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
+            for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
+                for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
+                    run r = inside_run(OW, W, kx - w->pw, w->sw);                                  \
+                    const T *row = x + (oy * w->sh - w->ph + ky) * W + kx - w->pw;                 \
+                    for (int64_t ox = r.first; ox < r.last; ox++) o[ox] += row[ox * w->sw];        \
+                }                                                                                  \
+            int64_t span_y = avg_span(oy, H, w->kh, w->sh, w->ph, incl);                           \
+            int rows_padded = ry.last - ry.first < w->kh;                                          \
+            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
+                /* the composite adds padding's zeros too: they only turn a -0 sum into +0 */      \
+                T sum = rows_padded || cols->padded[ox] ? o[ox] + (T)0 : o[ox];                    \
+                o[ox] = sum / (T)(span_y * cols->span[ox]);                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* grad_output / divisor, added to every tap of the window */                                  \
     static void avg_grad_plane_##SUFFIX(T *restrict gx, const T *restrict gout, int64_t H, int64_t W, \
-                                        int64_t OH, int64_t OW, const ember_cpu_window *w, int incl) { \
+                                        int64_t OH, int64_t OW, const ember_cpu_window *w, int incl, \
+                                        const avg_columns *cols) {                                 \
         memset(gx, 0, (size_t)(H * W) * sizeof(T));                                                \
         for (int64_t oy = 0; oy < OH; oy++) {                                                      \
-            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
             int64_t span_y = avg_span(oy, H, w->kh, w->sh, w->ph, incl);                           \
-            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
-                tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, 1);                            \
-                T share = gout[oy * OW + ox] / (T)(span_y * avg_span(ox, W, w->kw, w->sw, w->pw, incl)); \
-                for (int64_t ky = ry.first; ky < ry.last; ky++) {                                  \
-                    T *row = gx + (oy * w->sh - w->ph + ky) * W + ox * w->sw - w->pw;              \
-                    for (int64_t kx = rx.first; kx < rx.last; kx++) row[kx] += share;             \
+            const T *g = gout + oy * OW;                                                           \
+            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
+            for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
+                for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
+                    run r = inside_run(OW, W, kx - w->pw, w->sw);                                  \
+                    T *row = gx + (oy * w->sh - w->ph + ky) * W + kx - w->pw;                      \
+                    for (int64_t ox = r.first; ox < r.last; ox++)                                  \
+                        row[ox * w->sw] += g[ox] / (T)(span_y * cols->span[ox]);                   \
                 }                                                                                  \
-            }                                                                                      \
         }                                                                                          \
     }
 
@@ -178,21 +225,35 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
 int ember_cpu_avg_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w,
                          int count_include_pad) {
     if (!valid_planes(x, out, w) || w->dh != 1 || w->dw != 1) return EMBER_ERR_INVALID_ARGUMENT;
-    DISPATCH_FLOAT(out->dtype,
-                   FOR_EACH_PLANE(x, out, float,
-                                  avg_plane_f32(small_plane, big_plane, H, W, OH, OW, w, count_include_pad)),
-                   FOR_EACH_PLANE(x, out, double,
-                                  avg_plane_f64(small_plane, big_plane, H, W, OH, OW, w, count_include_pad)))
-    return EMBER_OK;
+    if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
+    avg_columns cols;
+    int status = avg_columns_init(&cols, x->shape[3], out->shape[3], w, count_include_pad);
+    if (status == EMBER_OK) {
+        DISPATCH_FLOAT(out->dtype,
+                       FOR_EACH_PLANE(x, out, float,
+                                      avg_plane_f32(small_plane, big_plane, H, W, OH, OW, w, count_include_pad, &cols)),
+                       FOR_EACH_PLANE(x, out, double,
+                                      avg_plane_f64(small_plane, big_plane, H, W, OH, OW, w, count_include_pad, &cols)))
+    }
+    avg_columns_free(&cols);
+    return status;
 }
 
 int ember_cpu_avg_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_cpu_window *w,
                               int count_include_pad) {
     if (!valid_planes(out, grad_output, w) || w->dh != 1 || w->dw != 1) return EMBER_ERR_INVALID_ARGUMENT;
-    DISPATCH_FLOAT(out->dtype,
-                   FOR_EACH_PLANE(out, grad_output, float,
-                                  avg_grad_plane_f32(big_plane, small_plane, H, W, OH, OW, w, count_include_pad)),
-                   FOR_EACH_PLANE(out, grad_output, double,
-                                  avg_grad_plane_f64(big_plane, small_plane, H, W, OH, OW, w, count_include_pad)))
-    return EMBER_OK;
+    if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
+    avg_columns cols;
+    int status = avg_columns_init(&cols, out->shape[3], grad_output->shape[3], w, count_include_pad);
+    if (status == EMBER_OK) {
+        DISPATCH_FLOAT(out->dtype,
+                       FOR_EACH_PLANE(out, grad_output, float,
+                                      avg_grad_plane_f32(big_plane, small_plane, H, W, OH, OW, w, count_include_pad,
+                                                         &cols)),
+                       FOR_EACH_PLANE(out, grad_output, double,
+                                      avg_grad_plane_f64(big_plane, small_plane, H, W, OH, OW, w, count_include_pad,
+                                                         &cols)))
+    }
+    avg_columns_free(&cols);
+    return status;
 }
