@@ -222,38 +222,32 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
     return EMBER_OK;
 }
 
-int ember_cpu_avg_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w,
-                         int count_include_pad) {
-    if (!valid_planes(x, out, w) || w->dh != 1 || w->dw != 1) return EMBER_ERR_INVALID_ARGUMENT;
-    if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
+/* avg_pool2d (grad == 0: big is x, small is out) or its gradient (grad != 0: big is out, small is
+ * grad_output). */
+static int avg_pool(const ember_tensor *big, const ember_tensor *small, const ember_cpu_window *w,
+                    int count_include_pad, int grad) {
+    if (!valid_planes(big, small, w) || w->dh != 1 || w->dw != 1) return EMBER_ERR_INVALID_ARGUMENT;
+    if (big->dtype != EMBER_FLOAT32 && big->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
     avg_columns cols;
-    int status = avg_columns_init(&cols, x->shape[3], out->shape[3], w, count_include_pad);
+    int status = avg_columns_init(&cols, big->shape[3], small->shape[3], w, count_include_pad);
     if (status == EMBER_OK) {
-        DISPATCH_FLOAT(out->dtype,
-                       FOR_EACH_PLANE(x, out, float,
-                                      avg_plane_f32(small_plane, big_plane, H, W, OH, OW, w, count_include_pad, &cols)),
-                       FOR_EACH_PLANE(x, out, double,
-                                      avg_plane_f64(small_plane, big_plane, H, W, OH, OW, w, count_include_pad, &cols)))
+#define AVG(SUFFIX, T)                                                                             \
+    FOR_EACH_PLANE(big, small, T,                                                                  \
+                   grad ? avg_grad_plane_##SUFFIX(big_plane, small_plane, H, W, OH, OW, w, count_include_pad, &cols) \
+                        : avg_plane_##SUFFIX(small_plane, big_plane, H, W, OH, OW, w, count_include_pad, &cols))
+        DISPATCH_FLOAT(big->dtype, AVG(f32, float), AVG(f64, double))
+#undef AVG
     }
     avg_columns_free(&cols);
     return status;
 }
 
+int ember_cpu_avg_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w,
+                         int count_include_pad) {
+    return avg_pool(x, out, w, count_include_pad, 0);
+}
+
 int ember_cpu_avg_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_cpu_window *w,
                               int count_include_pad) {
-    if (!valid_planes(out, grad_output, w) || w->dh != 1 || w->dw != 1) return EMBER_ERR_INVALID_ARGUMENT;
-    if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
-    avg_columns cols;
-    int status = avg_columns_init(&cols, out->shape[3], grad_output->shape[3], w, count_include_pad);
-    if (status == EMBER_OK) {
-        DISPATCH_FLOAT(out->dtype,
-                       FOR_EACH_PLANE(out, grad_output, float,
-                                      avg_grad_plane_f32(big_plane, small_plane, H, W, OH, OW, w, count_include_pad,
-                                                         &cols)),
-                       FOR_EACH_PLANE(out, grad_output, double,
-                                      avg_grad_plane_f64(big_plane, small_plane, H, W, OH, OW, w, count_include_pad,
-                                                         &cols)))
-    }
-    avg_columns_free(&cols);
-    return status;
+    return avg_pool(out, grad_output, w, count_include_pad, 1);
 }
