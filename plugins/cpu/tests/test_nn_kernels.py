@@ -146,6 +146,7 @@ def conv_weight_grad_reference(x: np.ndarray, grad: np.ndarray, weight_shape: tu
     ((2, 4, 8, 8), (4, 1, 3, 3), (1, 1), (1, 1), (1, 1), 4),        # depthwise
     ((32, 16, 8, 8), (32, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),    # the demo's second conv
     ((1, 3, 12, 12), (8, 3, 5, 5), (3, 3), (2, 2), (1, 1), 1),
+    ((3, 8, 64, 64), (4, 8, 5, 5), (1, 1), (2, 2), (1, 1), 1),      # 3.3 MB of patches per image: two chunks
     ((0, 3, 5, 5), (2, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1),        # empty batch: zeros
 ])
 def test_conv2d_weight_grad_is_exact(dtype, x_shape, weight_shape, stride, padding, dilation, groups):

@@ -70,6 +70,21 @@ static inline char *ember_base(const ember_tensor *t) {
     return (char *)t->data + t->offset * ember_itemsize[t->dtype];
 }
 
+/* ---- windows (pooling, convolution) ------------------------------------------------------------ */
+
+/* The outputs ox in [first, last) of a row of `outputs` whose tap reads input column
+ * ox * s + offset inside [0, n): a window kernel runs them without bounds checks. */
+typedef struct {
+    int64_t first, last;
+} ember_run;
+
+static inline ember_run ember_inside_run(int64_t outputs, int64_t n, int64_t offset, int64_t s) {
+    ember_run r = {offset >= 0 ? 0 : (-offset + s - 1) / s, n - 1 - offset < 0 ? 0 : (n - 1 - offset) / s + 1};
+    if (r.last > outputs) r.last = outputs;
+    if (r.first > r.last) r.first = r.last;
+    return r;
+}
+
 /* ---- threads ----------------------------------------------------------------------------------- */
 
 /* Below this many elements (or their equivalent in work) a kernel stays on one thread: waking a

@@ -30,19 +30,6 @@ static tap_range in_range(int64_t o, int64_t n, int64_t k, int64_t s, int64_t p,
     return r;
 }
 
-/* The outputs ox in [first, last) of a row of `outputs` whose tap reads input column
- * ox * s + offset inside [0, n). */
-typedef struct {
-    int64_t first, last;
-} run;
-
-static run inside_run(int64_t outputs, int64_t n, int64_t offset, int64_t s) {
-    run r = {offset >= 0 ? 0 : (-offset + s - 1) / s, n - 1 - offset < 0 ? 0 : (n - 1 - offset) / s + 1};
-    if (r.last > outputs) r.last = outputs;
-    if (r.first > r.last) r.first = r.last;
-    return r;
-}
-
 /* PyTorch's avg_pool2d divisor along one axis for window o. */
 static int64_t avg_span(int64_t o, int64_t n, int64_t k, int64_t s, int64_t p, int count_include_pad) {
     int64_t start = o * s - p, end = ember_min64(start + k, n + p);
@@ -97,7 +84,7 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
             tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, w->dh);                            \
             for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
                 for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    run r = inside_run(OW, W, kx * w->dw - w->pw, w->sw);                          \
+                    ember_run r = ember_inside_run(OW, W, kx * w->dw - w->pw, w->sw);                                \
                     const T *row = x + (oy * w->sh - w->ph + ky * w->dh) * W + kx * w->dw - w->pw; \
                     for (int64_t ox = r.first; ox < r.last; ox++) {                                \
                         T v = row[ox * w->sw];                                                     \
@@ -143,7 +130,7 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
             tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
             for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
                 for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    run r = inside_run(OW, W, kx - w->pw, w->sw);                                  \
+                    ember_run r = ember_inside_run(OW, W, kx - w->pw, w->sw);                                        \
                     const T *row = x + (oy * w->sh - w->ph + ky) * W + kx - w->pw;                 \
                     for (int64_t ox = r.first; ox < r.last; ox++) o[ox] += row[ox * w->sw];        \
                 }                                                                                  \
@@ -168,7 +155,7 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
             tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
             for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
                 for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    run r = inside_run(OW, W, kx - w->pw, w->sw);                                  \
+                    ember_run r = ember_inside_run(OW, W, kx - w->pw, w->sw);                                        \
                     T *row = gx + (oy * w->sh - w->ph + ky) * W + kx - w->pw;                      \
                     for (int64_t ox = r.first; ox < r.last; ox++)                                  \
                         row[ox * w->sw] += g[ox] / (T)(span_y * cols->span[ox]);                   \
