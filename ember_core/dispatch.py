@@ -107,7 +107,25 @@ def _read_config() -> Preferences:
     fallback = os.environ.get("EMBER_FALLBACK", fallback)
     if fallback not in POLICIES:
         raise EmberError(f"fallback policy {fallback!r} (from {path} or EMBER_FALLBACK) must be one of {POLICIES}")
-    return Preferences(tuple(prefer), frozenset(exclude), fallback)
+    return preferences(tuple(prefer), frozenset(exclude), fallback)
+
+
+_interned: dict[tuple[Any, ...], Preferences] = {}
+
+
+def preferences(prefer: tuple[str, ...], exclude: frozenset[str], fallback: str,
+                trace: Trace | None = None) -> Preferences:
+    """One object per distinct setting.  Plan caches key on its identity, so a ``with providers(...)``
+    block entered every training step finds the plans the previous block made; a fresh object per
+    block re-planned every op inside it and grew the caches without bound.  A traced block gets its
+    own object (its kernels are wrapped with its log), whose plans ``trace()`` drops on exit."""
+    if trace is not None:
+        return Preferences(prefer, exclude, fallback, trace)
+    key = (prefer, exclude, fallback)
+    prefs = _interned.get(key)
+    if prefs is None:
+        prefs = _interned[key] = Preferences(prefer, exclude, fallback)
+    return prefs
 
 
 class _State(threading.local):
@@ -156,7 +174,7 @@ def providers(prefer: Any = (), exclude: Any = ()) -> Iterator[None]:
     old = current()
     prefer = (prefer,) if isinstance(prefer, str) else tuple(prefer)
     exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude)
-    with _preferring(Preferences(prefer, frozenset(exclude) | old.exclude, old.fallback, old.trace)):
+    with _preferring(preferences(prefer, frozenset(exclude) | old.exclude, old.fallback, old.trace)):
         yield
 
 
@@ -166,7 +184,7 @@ def fallback_policy(policy: str) -> Iterator[None]:
     if policy not in POLICIES:
         raise ValueError(f"fallback policy must be one of {POLICIES}, got {policy!r}")
     old = current()
-    with _preferring(Preferences(old.prefer, old.exclude, policy, old.trace)):
+    with _preferring(preferences(old.prefer, old.exclude, policy, old.trace)):
         yield
 
 
@@ -178,8 +196,19 @@ def trace() -> Iterator[Trace]:
     so tracing costs nothing when off."""
     old = current()
     log = Trace()
-    with _preferring(Preferences(old.prefer, old.exclude, old.fallback, log)):
-        yield log
+    try:
+        with _preferring(preferences(old.prefer, old.exclude, old.fallback, log)):
+            yield log
+    finally:
+        _forget_plans_of(log)
+
+
+def _forget_plans_of(log: Trace) -> None:
+    """Drop the plans made under a finished trace (they are keyed by its preferences objects)."""
+    for cache in _plan_caches:
+        for key in [k for k in cache if isinstance(k, tuple)
+                    and any(isinstance(part, Preferences) and part.trace is log for part in k)]:
+            del cache[key]
 
 
 def note_composite(op: str, device_type: str, dtype: Any) -> None:

@@ -310,6 +310,27 @@ def test_trace_counts_the_provider_of_every_call(fastadd):
     assert sum(calls["add"].values()) == 3 and log.providers()["add"] == calls["add"]
 
 
+def test_a_providers_block_entered_every_step_reuses_its_plans():
+    """Plan caches key on the preferences object: the same setting must be the same object, or a
+    training loop that enters ``providers(...)`` each step re-plans every op and grows the caches."""
+    from ember_core import dispatch
+
+    x = em.ones(3)
+    sizes = []
+    for _ in range(3):
+        with em.providers(exclude=["nothing"]):
+            x + x
+            em.sum(x)
+        with em.trace_dispatch():   # a traced block's plans go when it ends
+            x * x
+        sizes.append(sum(len(cache) for cache in dispatch._plan_caches))
+    assert sizes[0] == sizes[1] == sizes[2]
+    with em.providers(exclude=["nothing"]):
+        first = dispatch.current()
+    with em.providers(exclude=["nothing"]):
+        assert dispatch.current() is first
+
+
 def test_provider_preference_from_environment_and_config(fastadd, monkeypatch, tmp_path):
     from ember_core import dispatch
 
