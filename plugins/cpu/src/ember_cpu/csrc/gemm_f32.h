@@ -16,8 +16,8 @@ typedef struct {
     int relu;
 } sgemm_epilogue;
 
-/* 1 when this CPU runs the AVX-512 kernels; the others return EMBER_ERR_INVALID_ARGUMENT
- * otherwise (callers then use BLAS). */
+/* 1 when this CPU runs the AVX-512 kernels (avx512f and avx512vl).  Where it does not, the two
+ * entry points below return an error status and callers use BLAS instead. */
 int ember_cpu_sgemm_supported(void);
 
 /* c(M, N) = a(M, K) @ b(K, N), every operand with element strides (rs, cs), then ep (NULL: none). */
