@@ -176,28 +176,16 @@ def conv2d_weight_grad(out: Any, x: Any, grad_output: Any, *, stride: tuple[int,
            "conv2d_weight_grad")
 
 
-def max_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
-               padding: tuple[int, int], dilation: tuple[int, int], ceil_mode: bool) -> None:
-    _check(lib.ember_cpu_max_pool2d(*_all_desc(out, x), _window(kernel_size, stride, padding, dilation)),
-           "max_pool2d")
+def _pool(name: str, entry: Callable[..., int], averaging: bool) -> Callable[..., None]:
+    """max_pool2d(_grad) (inputs then the window) and avg_pool2d(_grad) (then count_include_pad);
+    ceil_mode only shaped out, which the core computed."""
+    def kernel(out: Any, *inputs: Any, kernel_size: tuple[int, int], stride: tuple[int, int],
+               padding: tuple[int, int], ceil_mode: bool, dilation: tuple[int, int] = (1, 1),
+               count_include_pad: bool = False) -> None:
+        window = _window(kernel_size, stride, padding, dilation)
+        _check(entry(*_all_desc(out, *inputs), window, *((int(count_include_pad),) if averaging else ())), name)
 
-
-def max_pool2d_grad(out: Any, grad_output: Any, x: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
-                    padding: tuple[int, int], dilation: tuple[int, int], ceil_mode: bool) -> None:
-    _check(lib.ember_cpu_max_pool2d_grad(*_all_desc(out, grad_output, x),
-                                         _window(kernel_size, stride, padding, dilation)), "max_pool2d_grad")
-
-
-def avg_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
-               padding: tuple[int, int], ceil_mode: bool, count_include_pad: bool) -> None:
-    _check(lib.ember_cpu_avg_pool2d(*_all_desc(out, x), _window(kernel_size, stride, padding),
-                                    int(count_include_pad)), "avg_pool2d")
-
-
-def avg_pool2d_grad(out: Any, grad_output: Any, *, kernel_size: tuple[int, int], stride: tuple[int, int],
-                    padding: tuple[int, int], ceil_mode: bool, count_include_pad: bool) -> None:
-    _check(lib.ember_cpu_avg_pool2d_grad(*_all_desc(out, grad_output), _window(kernel_size, stride, padding),
-                                         int(count_include_pad)), "avg_pool2d_grad")
+    return kernel
 
 
 def _softmax(name: str, log_out: int) -> Callable[..., None]:
@@ -284,10 +272,10 @@ KERNELS: dict[str, Callable[..., None]] = {
     "linear": linear,
     "conv2d": conv2d,
     "conv2d_weight_grad": conv2d_weight_grad,
-    "max_pool2d": max_pool2d,
-    "max_pool2d_grad": max_pool2d_grad,
-    "avg_pool2d": avg_pool2d,
-    "avg_pool2d_grad": avg_pool2d_grad,
+    "max_pool2d": _pool("max_pool2d", lib.ember_cpu_max_pool2d, averaging=False),
+    "max_pool2d_grad": _pool("max_pool2d_grad", lib.ember_cpu_max_pool2d_grad, averaging=False),
+    "avg_pool2d": _pool("avg_pool2d", lib.ember_cpu_avg_pool2d, averaging=True),
+    "avg_pool2d_grad": _pool("avg_pool2d_grad", lib.ember_cpu_avg_pool2d_grad, averaging=True),
     "softmax": _softmax("softmax", 0),
     "log_softmax": _softmax("log_softmax", 1),
     "nll_loss": _nll("nll_loss", lib.ember_cpu_nll_loss),

@@ -72,6 +72,12 @@ static inline char *ember_base(const ember_tensor *t) {
 
 /* ---- windows (pooling, convolution) ------------------------------------------------------------ */
 
+/* A window the kernels can walk: positive extents, strides and dilations, no negative padding. */
+static inline int ember_valid_window(const ember_cpu_window *w) {
+    return w && w->kh > 0 && w->kw > 0 && w->sh > 0 && w->sw > 0 && w->ph >= 0 && w->pw >= 0 && w->dh > 0 &&
+           w->dw > 0;
+}
+
 /* The outputs ox in [first, last) of a row of `outputs` whose tap reads input column
  * ox * s + offset inside [0, n): a window kernel runs them without bounds checks. */
 typedef struct {

@@ -5,8 +5,8 @@
  * as one matrix product per group over many images at once, (O/groups, images*OH*OW) @
  * (images*OH*OW, C/groups*kh*kw): the gradient copied to that layout, and the input's patches
  * gathered tap by tap (im2col, zeros where a tap reads padding; the product reads them as a
- * transposed view).  The core's composite ran one small product per image
- * and then summed the N partial gradients. */
+ * transposed view).  The core's composite ran one small product per image and then summed the N
+ * partial gradients. */
 #include <stdint.h>
 
 #include "common.h"
@@ -64,7 +64,8 @@ static void matrix_desc(ember_tensor *t, int dtype, void *data, int64_t rows, in
 
 int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output,
                                  const ember_cpu_window *w, int64_t groups) {
-    if (ember_check_desc(out) || ember_check_desc(x) || ember_check_desc(grad_output) || !w || groups < 1)
+    if (ember_check_desc(out) || ember_check_desc(x) || ember_check_desc(grad_output) || !ember_valid_window(w) ||
+        groups < 1)
         return EMBER_ERR_INVALID_ARGUMENT;
     if (out->ndim != 4 || x->ndim != 4 || grad_output->ndim != 4 || x->dtype != out->dtype ||
         grad_output->dtype != out->dtype || !ember_is_contiguous(out) || !ember_is_contiguous(x) ||
@@ -72,8 +73,7 @@ int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x,
         return EMBER_ERR_INVALID_ARGUMENT;
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
     int64_t O = out->shape[0], cg = out->shape[1], OH = grad_output->shape[2], OW = grad_output->shape[3];
-    if (out->shape[2] != w->kh || out->shape[3] != w->kw || w->sh < 1 || w->sw < 1 || w->dh < 1 || w->dw < 1 ||
-        O % groups != 0 || cg * groups != C || grad_output->shape[0] != N || grad_output->shape[1] != O)
+    if (out->shape[2] != w->kh || out->shape[3] != w->kw || O % groups != 0 || cg * groups != C || grad_output->shape[0] != N || grad_output->shape[1] != O)
         return EMBER_ERR_INVALID_ARGUMENT;
     if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
     if (ember_numel(out) == 0) return EMBER_OK;

@@ -14,8 +14,9 @@
  *       the MR x NR micro-kernel over every (sliver, micro-panel) pair, slivers outer: a sliver
  *       (28 KiB) stays in L1 while the panel (1 MiB) streams past it from L2.
  *   The first KC slice stores into c and later slices add to it, so c is never read before it
- *   is written; the last one applies the epilogue (bias, relu) as it stores.  Packed buffers are padded with zeros; edge tiles use a kernel instantiated for
- *   their row count and store only their valid columns (masked).
+ *   is written; the last one applies the epilogue (bias, relu) as it stores.  Packed buffers are
+ *   padded with zeros; edge tiles use a kernel instantiated for their row count and store only
+ *   their valid columns (masked).
  * Threads: each takes an independent slice of c's rows (or of its columns when c is wider than
  * tall) and packs its own operands.  Sharing one packed b panel between the threads (each packing
  * half, then a barrier) saves a little packing on a quiet machine, but a barrier per panel makes

@@ -60,21 +60,16 @@ static void avg_columns_free(avg_columns *c) {
     free(c->padded);
 }
 
-static int valid_window(const ember_cpu_window *w) {
-    return w && w->kh > 0 && w->kw > 0 && w->sh > 0 && w->sw > 0 && w->ph >= 0 && w->pw >= 0 && w->dh > 0 &&
-           w->dw > 0;
-}
-
-/* x-like (N, C, H, W) and out-like (N, C, OH, OW) contiguous tensors of one floating dtype. */
+/* x-like (N, C, H, W) and out-like (N, C, OH, OW) contiguous tensors of one dtype. */
 static int valid_planes(const ember_tensor *big, const ember_tensor *small, const ember_cpu_window *w) {
-    if (ember_check_desc(big) || ember_check_desc(small) || !valid_window(w) || big->ndim != 4 || small->ndim != 4 ||
+    if (ember_check_desc(big) || ember_check_desc(small) || !ember_valid_window(w) || big->ndim != 4 || small->ndim != 4 ||
         big->dtype != small->dtype || !ember_is_contiguous(big) || !ember_is_contiguous(small))
         return 0;
     return big->shape[0] == small->shape[0] && big->shape[1] == small->shape[1];
 }
 
 #define DEFINE_POOL(SUFFIX, T)                                                                     \
-    /* out row oy combines taps (ky, kx) in window order, each over the run of outputs whose tap    \
+    /* out row oy combines taps (ky, kx) in window order, each over the run of outputs whose tap   \
      * lies inside the input: a unit- or fixed-stride loop without bounds checks. */               \
     static void max_plane_##SUFFIX(T *restrict out, const T *restrict x, int64_t H, int64_t W,     \
                                    int64_t OH, int64_t OW, const ember_cpu_window *w) {            \
@@ -84,7 +79,7 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
             tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, w->dh);                            \
             for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
                 for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    ember_run r = ember_inside_run(OW, W, kx * w->dw - w->pw, w->sw);                                \
+                    ember_run r = ember_inside_run(OW, W, kx * w->dw - w->pw, w->sw);              \
                     const T *row = x + (oy * w->sh - w->ph + ky * w->dh) * W + kx * w->dw - w->pw; \
                     for (int64_t ox = r.first; ox < r.last; ox++) {                                \
                         T v = row[ox * w->sw];                                                     \
@@ -102,7 +97,7 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
             tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, w->dh);                            \
             for (int64_t ox = 0; ox < OW; ox++) {                                                  \
                 tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, w->dw);                        \
-                /* a padded tap 0 starts the search at -inf, pointing nowhere; padding after it     \
+                /* a padded tap 0 starts the search at -inf, pointing nowhere; padding after it    \
                  * (-inf) is never strictly greater, so only the input's taps are visited */       \
                 int64_t best_at = -1;                                                              \
                 T best = -INFINITY;                                                                \
@@ -130,7 +125,7 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
             tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
             for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
                 for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    ember_run r = ember_inside_run(OW, W, kx - w->pw, w->sw);                                        \
+                    ember_run r = ember_inside_run(OW, W, kx - w->pw, w->sw);                      \
                     const T *row = x + (oy * w->sh - w->ph + ky) * W + kx - w->pw;                 \
                     for (int64_t ox = r.first; ox < r.last; ox++) o[ox] += row[ox * w->sw];        \
                 }                                                                                  \
@@ -155,7 +150,7 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
             tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
             for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
                 for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    ember_run r = ember_inside_run(OW, W, kx - w->pw, w->sw);                                        \
+                    ember_run r = ember_inside_run(OW, W, kx - w->pw, w->sw);                      \
                     T *row = gx + (oy * w->sh - w->ph + ky) * W + kx - w->pw;                      \
                     for (int64_t ox = r.first; ox < r.last; ox++)                                  \
                         row[ox * w->sw] += g[ox] / (T)(span_y * cols->span[ox]);                   \
@@ -173,7 +168,7 @@ DEFINE_POOL(f64, double)
         int64_t planes = big->shape[0] * big->shape[1], H = big->shape[2], W = big->shape[3];      \
         int64_t OH = small->shape[2], OW = small->shape[3];                                        \
         T *big_base = (T *)ember_base(big), *small_base = (T *)ember_base(small);                  \
-        int threads = ember_threads_for(planes * (H * W + OH * OW * w->kh * w->kw), planes);      \
+        int threads = ember_threads_for(planes * (H * W + OH * OW * w->kh * w->kw), planes);       \
         _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
         for (int64_t p = 0; p < planes; p++) {                                                     \
             T *big_plane = big_base + p * H * W, *small_plane = small_base + p * OH * OW;          \
