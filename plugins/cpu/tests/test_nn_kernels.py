@@ -66,10 +66,10 @@ POOL_GEOMETRIES = [
 ]
 
 
-def pool_input(dtype: str) -> np.ndarray:
+def pool_input(dtype: str, width: int = 11) -> np.ndarray:
     """Ties (values rounded to halves), NaN, +-inf, -0 and a window of -inf, where the first-maximum
-    and NaN rules decide the result."""
-    x = np.round(np.random.default_rng(3).standard_normal((2, 3, 9, 11)) * 2) / 2
+    and NaN rules decide the result; rows as wide as `width` (wide ones take the vectorized loops)."""
+    x = np.round(np.random.default_rng(3).standard_normal((2, 3, 9, width)) * 2) / 2
     x[0, 0, 2, 3] = np.nan
     x[0, 1, 4, :] = np.inf
     x[1, 0, :3, :3] = -np.inf
@@ -86,8 +86,9 @@ def native_and_composite(name: str, *args, **kwargs) -> tuple[np.ndarray, np.nda
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("geometry", [*POOL_GEOMETRIES, {"kernel_size": (2, 3), "stride": (1, 2), "dilation": (2, 1),
                                                          "padding": (1, 1)}])
-def test_max_pool2d_and_its_gradient_match_the_composite(dtype, geometry):
-    x = em.asarray(pool_input(dtype))
+@pytest.mark.parametrize("width", [11, 77])
+def test_max_pool2d_and_its_gradient_match_the_composite(dtype, geometry, width):
+    x = em.asarray(pool_input(dtype, width))
     got, want = native_and_composite("max_pool2d", x, **geometry)
     np.testing.assert_array_equal(got, want)
     assert (np.signbit(got) == np.signbit(want)).all()
@@ -99,8 +100,9 @@ def test_max_pool2d_and_its_gradient_match_the_composite(dtype, geometry):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("count_include_pad", [True, False])
 @pytest.mark.parametrize("geometry", POOL_GEOMETRIES)
-def test_avg_pool2d_and_its_gradient_match_the_composite(dtype, count_include_pad, geometry):
-    x = em.asarray(pool_input(dtype))
+@pytest.mark.parametrize("width", [11, 77])
+def test_avg_pool2d_and_its_gradient_match_the_composite(dtype, count_include_pad, geometry, width):
+    x = em.asarray(pool_input(dtype, width))
     got, want = native_and_composite("avg_pool2d", x, count_include_pad=count_include_pad, **geometry)
     np.testing.assert_array_equal(got, want)   # the same taps summed in the same order
     assert (np.signbit(got) == np.signbit(want)).all()

@@ -10,9 +10,18 @@
  *     tap before it (tap 0 to start, padding counting as -inf), and nowhere if that tap is padding;
  *   - avg: the sum of the taps in window order, divided by PyTorch's divisor (the window clipped
  *     to the padded input with count_include_pad, else to the input).
+ *
+ * How: every plane of a call has the same geometry, so the call works it out once (a pool_plan:
+ * which window rows of each output row, and which outputs of a row each window column reads,
+ * lie inside the input).  A plane is then a walk over its output rows where each window tap is
+ * one loop over the outputs it reads, with no bounds test and no division per tap, and with
+ * the stride a compile-time constant for 1 and 2 (nearly every pool) so that gcc vectorizes it.
+ * The max gradient walks the same way, keeping each output's best value and tap in a row of
+ * scratch, then adds the row's gradients at those taps.
  * Planes (N * C of them) run in parallel; a plane's gradients accumulate on one thread, so
  * overlapping windows never race. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 
 #include "common.h"
@@ -37,28 +46,178 @@ static int64_t avg_span(int64_t o, int64_t n, int64_t k, int64_t s, int64_t p, i
     return ember_min64(end, n) - ember_max64(start, 0);
 }
 
-/* Per output column: the divisor's factor along the row, and whether the window reaches padding. */
+/* What every plane of one call shares: big is the input-sized tensor (N, C, H, W), small the
+ * output-sized one (N, C, OH, OW).  One allocation holds the tables and the threads' scratch. */
 typedef struct {
-    int64_t *span;
-    char *padded;
-} avg_columns;
+    int64_t planes, H, W, OH, OW;
+    int threads;
+    tap_range *rows;       /* per output row: the window rows that lie inside the input           */
+    ember_run *runs;       /* per window column: the outputs of a row whose tap lies inside it    */
+    int32_t *tap_at;       /* per tap (window order): its input offset from the window's origin   */
+    int64_t *row_span;     /* avg, per output row: the divisor's factor along the column          */
+    int64_t *col_span;     /* avg, per output column: the divisor's factor along the row          */
+    char *col_padded;      /* avg, per output column: whether the window reaches padding          */
+    char *scratch;         /* scratch_bytes per thread: one output row's working values           */
+    size_t scratch_bytes;
+} pool_plan;
 
-static int avg_columns_init(avg_columns *c, int64_t W, int64_t OW, const ember_cpu_window *w, int incl) {
-    c->span = malloc((size_t)(OW + 1) * sizeof(int64_t));
-    c->padded = malloc((size_t)OW + 1);
-    if (!c->span || !c->padded) return EMBER_ERR_OUT_OF_MEMORY;
+static size_t round_up(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+static int plan_init(pool_plan *p, const ember_tensor *big, const ember_tensor *small, const ember_cpu_window *w,
+                     int count_include_pad) {
+    int64_t H = big->shape[2], W = big->shape[3], OH = small->shape[2], OW = small->shape[3];
+    int64_t taps = w->kh * w->kw;
+    /* tap offsets are int32 so the gradient's scratch vectorizes with float lanes */
+    if (taps > INT32_MAX || (w->kh - 1) * w->dh * W + (w->kw - 1) * w->dw > INT32_MAX) return EMBER_ERR_UNSUPPORTED;
+    *p = (pool_plan){.planes = big->shape[0] * big->shape[1], .H = H, .W = W, .OH = OH, .OW = OW};
+    p->threads = ember_threads_for(p->planes * (H * W + OH * OW * taps), p->planes);
+    p->scratch_bytes = round_up((size_t)OW * (sizeof(double) + sizeof(int32_t)));
+    size_t sizes[] = {round_up((size_t)OH * sizeof(tap_range)), round_up((size_t)w->kw * sizeof(ember_run)),
+                      round_up((size_t)taps * sizeof(int32_t)), round_up((size_t)OH * sizeof(int64_t)),
+                      round_up((size_t)OW * sizeof(int64_t)), round_up((size_t)OW),
+                      p->scratch_bytes * (size_t)p->threads};
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) total += sizes[i];
+    char *block = ember_cpu_alloc((int64_t)total);
+    if (!block) return EMBER_ERR_OUT_OF_MEMORY;
+    p->rows = (tap_range *)block;
+    p->runs = (ember_run *)(block += sizes[0]);
+    p->tap_at = (int32_t *)(block += sizes[1]);
+    p->row_span = (int64_t *)(block += sizes[2]);
+    p->col_span = (int64_t *)(block += sizes[3]);
+    p->col_padded = block += sizes[4];
+    p->scratch = block + sizes[5];
+    for (int64_t oy = 0; oy < OH; oy++) {
+        p->rows[oy] = in_range(oy, H, w->kh, w->sh, w->ph, w->dh);
+        p->row_span[oy] = avg_span(oy, H, w->kh, w->sh, w->ph, count_include_pad);
+    }
+    for (int64_t kx = 0; kx < w->kw; kx++) p->runs[kx] = ember_inside_run(OW, W, kx * w->dw - w->pw, w->sw);
+    for (int64_t ky = 0; ky < w->kh; ky++)
+        for (int64_t kx = 0; kx < w->kw; kx++) p->tap_at[ky * w->kw + kx] = (int32_t)(ky * w->dh * W + kx * w->dw);
     for (int64_t ox = 0; ox < OW; ox++) {
-        tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, 1);
-        c->span[ox] = avg_span(ox, W, w->kw, w->sw, w->pw, incl);
-        c->padded[ox] = rx.last - rx.first < w->kw;
+        tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, w->dw);
+        p->col_span[ox] = avg_span(ox, W, w->kw, w->sw, w->pw, count_include_pad);
+        p->col_padded[ox] = rx.last - rx.first < w->kw;
     }
     return EMBER_OK;
 }
 
-static void avg_columns_free(avg_columns *c) {
-    free(c->span);
-    free(c->padded);
+static void plan_free(pool_plan *p) { ember_cpu_free(p->rows); }
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* The window's origin (tap 0) of output row oy, column 0, as an offset into its input plane. */
+static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
+    return (oy * w->sh - w->ph) * W - w->pw;
 }
+
+/* Each run loop covers the outputs [r.first, r.last) of one row for one window tap; in[ox * s]
+ * is output ox's tap. */
+#define DEFINE_POOL(SUFFIX, T)                                                                     \
+    /* written as max, then NaN's mask: gcc keeps both branch-free (vmaxss, a masked vmaxps) */    \
+    INLINE void max_run_##SUFFIX(T *restrict o, const T *restrict in, ember_run r, int64_t s) {    \
+        for (int64_t ox = r.first; ox < r.last; ox++) {                                            \
+            T v = in[ox * s], cur = o[ox];                                                         \
+            T larger = v > cur ? v : cur;                                                          \
+            o[ox] = v != v ? v : larger;   /* NaN stays */                                         \
+        }                                                                                          \
+    }                                                                                              \
+    INLINE void sum_run_##SUFFIX(T *restrict o, const T *restrict in, ember_run r, int64_t s) {    \
+        for (int64_t ox = r.first; ox < r.last; ox++) o[ox] += in[ox * s];                         \
+    }                                                                                              \
+    INLINE void spread_run_##SUFFIX(T *restrict in, const T *restrict g, ember_run r, int64_t s) { \
+        for (int64_t ox = r.first; ox < r.last; ox++) in[ox * s] += g[ox];                         \
+    }                                                                                              \
+    /* tap 0 is taken whatever it holds; a later tap only when strictly greater (the tap's       \
+     * select as integer masks: a float select in scalar code becomes a mispredicted branch) */  \
+    INLINE void argmax_run_##SUFFIX(T *restrict best, int32_t *restrict at, const T *restrict in,  \
+                                    ember_run r, int64_t s, int32_t tap) {                         \
+        for (int64_t ox = r.first; ox < r.last; ox++) {                                            \
+            T v = in[ox * s], b = best[ox];                                                        \
+            int32_t greater = -(int32_t)(tap == 0 || v > b);                                       \
+            at[ox] = (at[ox] & ~greater) | (tap & greater);                                        \
+            best[ox] = tap == 0 || v > b ? v : b;                                                  \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static void max_plane_##SUFFIX(T *restrict out, const T *restrict x, const pool_plan *p,       \
+                                   const ember_cpu_window *w, char *scratch) {                     \
+        (void)scratch;                                                                             \
+        for (int64_t oy = 0; oy < p->OH; oy++) {                                                   \
+            T *o = out + oy * p->OW;                                                               \
+            for (int64_t ox = 0; ox < p->OW; ox++) o[ox] = -INFINITY;                              \
+            const T *origin = x + row_origin(oy, p->W, w);                                         \
+            for (int64_t ky = p->rows[oy].first; ky < p->rows[oy].last; ky++)                      \
+                for (int64_t kx = 0; kx < w->kw; kx++)                                             \
+                    max_run_##SUFFIX(o, origin + p->tap_at[ky * w->kw + kx], \
+                                                            p->runs[kx], w->sw);                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static void max_grad_plane_##SUFFIX(T *restrict gx, const T *restrict gout, const T *restrict x, \
+                                        const pool_plan *p, const ember_cpu_window *w, char *scratch) { \
+        T *best = (T *)scratch;                                                                    \
+        int32_t *at = (int32_t *)(scratch + p->OW * sizeof(T));                                    \
+        memset(gx, 0, (size_t)(p->H * p->W) * sizeof(T));                                          \
+        for (int64_t oy = 0; oy < p->OH; oy++) {                                                   \
+            /* a padded tap 0 starts the search at -inf, pointing nowhere; padding after it       \
+             * (-inf) is never strictly greater, so only the input's taps are visited */           \
+            for (int64_t ox = 0; ox < p->OW; ox++) {                                               \
+                best[ox] = -INFINITY;                                                              \
+                at[ox] = -1;                                                                       \
+            }                                                                                      \
+            int64_t origin = row_origin(oy, p->W, w);                                              \
+            for (int64_t ky = p->rows[oy].first; ky < p->rows[oy].last; ky++)                      \
+                for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
+                    int32_t tap = (int32_t)(ky * w->kw + kx);                                      \
+                    argmax_run_##SUFFIX(best, at, x + origin + p->tap_at[tap], \
+                                                               p->runs[kx], w->sw, tap);              \
+                }                                                                                  \
+            const T *g = gout + oy * p->OW;                                                        \
+            for (int64_t ox = 0; ox < p->OW; ox++)                                                 \
+                if (at[ox] >= 0) gx[origin + ox * w->sw + p->tap_at[at[ox]]] += g[ox];             \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static void avg_plane_##SUFFIX(T *restrict out, const T *restrict x, const pool_plan *p,       \
+                                   const ember_cpu_window *w, char *scratch) {                     \
+        (void)scratch;                                                                             \
+        for (int64_t oy = 0; oy < p->OH; oy++) {                                                   \
+            T *o = out + oy * p->OW;                                                               \
+            for (int64_t ox = 0; ox < p->OW; ox++) o[ox] = (T)-0.0;   /* the sum's identity */     \
+            tap_range ry = p->rows[oy];                                                            \
+            const T *origin = x + row_origin(oy, p->W, w);                                         \
+            for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
+                for (int64_t kx = 0; kx < w->kw; kx++)                                             \
+                    sum_run_##SUFFIX(o, origin + p->tap_at[ky * w->kw + kx], \
+                                                            p->runs[kx], w->sw);                      \
+            int rows_padded = ry.last - ry.first < w->kh;                                          \
+            for (int64_t ox = 0; ox < p->OW; ox++) {                                               \
+                /* the composite adds padding's zeros too: they only turn a -0 sum into +0 */      \
+                T sum = rows_padded || p->col_padded[ox] ? o[ox] + (T)0 : o[ox];                   \
+                o[ox] = sum / (T)(p->row_span[oy] * p->col_span[ox]);                              \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* grad_output / divisor, added to every tap of the window */                                  \
+    static void avg_grad_plane_##SUFFIX(T *restrict gx, const T *restrict gout, const pool_plan *p, \
+                                        const ember_cpu_window *w, char *scratch) {                \
+        T *share = (T *)scratch;                                                                   \
+        memset(gx, 0, (size_t)(p->H * p->W) * sizeof(T));                                          \
+        for (int64_t oy = 0; oy < p->OH; oy++) {                                                   \
+            for (int64_t ox = 0; ox < p->OW; ox++)                                                 \
+                share[ox] = gout[oy * p->OW + ox] / (T)(p->row_span[oy] * p->col_span[ox]);        \
+            T *origin = gx + row_origin(oy, p->W, w);                                              \
+            for (int64_t ky = p->rows[oy].first; ky < p->rows[oy].last; ky++)                      \
+                for (int64_t kx = 0; kx < w->kw; kx++)                                             \
+                    spread_run_##SUFFIX(origin + p->tap_at[ky * w->kw + kx], share, \
+                                                               p->runs[kx], w->sw);                   \
+        }                                                                                          \
+    }
+
+DEFINE_POOL(f32, float)
+DEFINE_POOL(f64, double)
 
 /* x-like (N, C, H, W) and out-like (N, C, OH, OW) contiguous tensors of one dtype. */
 static int valid_planes(const ember_tensor *big, const ember_tensor *small, const ember_cpu_window *w) {
@@ -68,112 +227,24 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
     return big->shape[0] == small->shape[0] && big->shape[1] == small->shape[1];
 }
 
-#define DEFINE_POOL(SUFFIX, T)                                                                     \
-    /* out row oy combines taps (ky, kx) in window order, each over the run of outputs whose tap   \
-     * lies inside the input: a unit- or fixed-stride loop without bounds checks. */               \
-    static void max_plane_##SUFFIX(T *restrict out, const T *restrict x, int64_t H, int64_t W,     \
-                                   int64_t OH, int64_t OW, const ember_cpu_window *w) {            \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
-            T *o = out + oy * OW;                                                                  \
-            for (int64_t ox = 0; ox < OW; ox++) o[ox] = -INFINITY;                                 \
-            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, w->dh);                            \
-            for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
-                for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    ember_run r = ember_inside_run(OW, W, kx * w->dw - w->pw, w->sw);              \
-                    const T *row = x + (oy * w->sh - w->ph + ky * w->dh) * W + kx * w->dw - w->pw; \
-                    for (int64_t ox = r.first; ox < r.last; ox++) {                                \
-                        T v = row[ox * w->sw];                                                     \
-                        o[ox] = v > o[ox] || v != v ? v : o[ox];   /* NaN stays */                 \
-                    }                                                                              \
-                }                                                                                  \
-        }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
-    static void max_grad_plane_##SUFFIX(T *restrict gx, const T *restrict gout, const T *restrict x, \
-                                        int64_t H, int64_t W, int64_t OH, int64_t OW,              \
-                                        const ember_cpu_window *w) {                               \
-        memset(gx, 0, (size_t)(H * W) * sizeof(T));                                                \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
-            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, w->dh);                            \
-            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
-                tap_range rx = in_range(ox, W, w->kw, w->sw, w->pw, w->dw);                        \
-                /* a padded tap 0 starts the search at -inf, pointing nowhere; padding after it    \
-                 * (-inf) is never strictly greater, so only the input's taps are visited */       \
-                int64_t best_at = -1;                                                              \
-                T best = -INFINITY;                                                                \
-                for (int64_t ky = ry.first; ky < ry.last; ky++) {                                  \
-                    int64_t at = (oy * w->sh - w->ph + ky * w->dh) * W + ox * w->sw - w->pw;       \
-                    for (int64_t kx = rx.first; kx < rx.last; kx++) {                              \
-                        T v = x[at + kx * w->dw];                                                  \
-                        if ((ky == 0 && kx == 0) || v > best) {                                    \
-                            best = v;                                                              \
-                            best_at = at + kx * w->dw;                                             \
-                        }                                                                          \
-                    }                                                                              \
-                }                                                                                  \
-                if (best_at >= 0) gx[best_at] += gout[oy * OW + ox];                               \
-            }                                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
-    static void avg_plane_##SUFFIX(T *restrict out, const T *restrict x, int64_t H, int64_t W,     \
-                                   int64_t OH, int64_t OW, const ember_cpu_window *w, int incl,    \
-                                   const avg_columns *cols) {                                      \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
-            T *o = out + oy * OW;                                                                  \
-            for (int64_t ox = 0; ox < OW; ox++) o[ox] = (T)-0.0;   /* the sum's identity */        \
-            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
-            for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
-                for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    ember_run r = ember_inside_run(OW, W, kx - w->pw, w->sw);                      \
-                    const T *row = x + (oy * w->sh - w->ph + ky) * W + kx - w->pw;                 \
-                    for (int64_t ox = r.first; ox < r.last; ox++) o[ox] += row[ox * w->sw];        \
-                }                                                                                  \
-            int64_t span_y = avg_span(oy, H, w->kh, w->sh, w->ph, incl);                           \
-            int rows_padded = ry.last - ry.first < w->kh;                                          \
-            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
-                /* the composite adds padding's zeros too: they only turn a -0 sum into +0 */      \
-                T sum = rows_padded || cols->padded[ox] ? o[ox] + (T)0 : o[ox];                    \
-                o[ox] = sum / (T)(span_y * cols->span[ox]);                                        \
-            }                                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
-    /* grad_output / divisor, added to every tap of the window */                                  \
-    static void avg_grad_plane_##SUFFIX(T *restrict gx, const T *restrict gout, int64_t H, int64_t W, \
-                                        int64_t OH, int64_t OW, const ember_cpu_window *w, int incl, \
-                                        const avg_columns *cols) {                                 \
-        memset(gx, 0, (size_t)(H * W) * sizeof(T));                                                \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
-            int64_t span_y = avg_span(oy, H, w->kh, w->sh, w->ph, incl);                           \
-            const T *g = gout + oy * OW;                                                           \
-            tap_range ry = in_range(oy, H, w->kh, w->sh, w->ph, 1);                                \
-            for (int64_t ky = ry.first; ky < ry.last; ky++)                                        \
-                for (int64_t kx = 0; kx < w->kw; kx++) {                                           \
-                    ember_run r = ember_inside_run(OW, W, kx - w->pw, w->sw);                      \
-                    T *row = gx + (oy * w->sh - w->ph + ky) * W + kx - w->pw;                      \
-                    for (int64_t ox = r.first; ox < r.last; ox++)                                  \
-                        row[ox * w->sw] += g[ox] / (T)(span_y * cols->span[ox]);                   \
-                }                                                                                  \
-        }                                                                                          \
-    }
-
-DEFINE_POOL(f32, float)
-DEFINE_POOL(f64, double)
-
-/* Runs BODY once per (n, c) plane, in parallel; big is the input-sized tensor, small the
- * output-sized one; T the element type. */
-#define FOR_EACH_PLANE(big, small, T, BODY)                                                        \
+/* Runs PLANE(big plane, small plane, scratch) once per (n, c) plane, in parallel, under the plan
+ * made for big (input-sized) and small (output-sized); T the element type. */
+#define FOR_EACH_PLANE(big, small, w, incl, T, PLANE)                                              \
     do {                                                                                           \
-        int64_t planes = big->shape[0] * big->shape[1], H = big->shape[2], W = big->shape[3];      \
-        int64_t OH = small->shape[2], OW = small->shape[3];                                        \
+        pool_plan p;                                                                               \
+        int status = plan_init(&p, big, small, w, incl);                                           \
+        if (status != EMBER_OK) return status;                                                     \
         T *big_base = (T *)ember_base(big), *small_base = (T *)ember_base(small);                  \
-        int threads = ember_threads_for(planes * (H * W + OH * OW * w->kh * w->kw), planes);       \
-        _Pragma("omp parallel for num_threads(threads) schedule(static)")                          \
-        for (int64_t p = 0; p < planes; p++) {                                                     \
-            T *big_plane = big_base + p * H * W, *small_plane = small_base + p * OH * OW;          \
-            BODY;                                                                                  \
+        _Pragma("omp parallel num_threads(p.threads)")                                             \
+        {                                                                                          \
+            char *scratch = p.scratch + (size_t)omp_get_thread_num() * p.scratch_bytes;            \
+            _Pragma("omp for schedule(static)")                                                    \
+            for (int64_t i = 0; i < p.planes; i++) {                                               \
+                T *big_plane = big_base + i * p.H * p.W, *small_plane = small_base + i * p.OH * p.OW; \
+                PLANE;                                                                             \
+            }                                                                                      \
         }                                                                                          \
+        plan_free(&p);                                                                             \
     } while (0)
 
 #define DISPATCH_FLOAT(dtype, F32, F64)                                                            \
@@ -185,9 +256,9 @@ DEFINE_POOL(f64, double)
 
 int ember_cpu_max_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w) {
     if (!valid_planes(x, out, w)) return EMBER_ERR_INVALID_ARGUMENT;
-    DISPATCH_FLOAT(out->dtype,
-                   FOR_EACH_PLANE(x, out, float, max_plane_f32(small_plane, big_plane, H, W, OH, OW, w)),
-                   FOR_EACH_PLANE(x, out, double, max_plane_f64(small_plane, big_plane, H, W, OH, OW, w)))
+#define MAX_POOL(SUFFIX, T) FOR_EACH_PLANE(x, out, w, 0, T, max_plane_##SUFFIX(small_plane, big_plane, &p, w, scratch))
+    DISPATCH_FLOAT(out->dtype, MAX_POOL(f32, float), MAX_POOL(f64, double))
+#undef MAX_POOL
     return EMBER_OK;
 }
 
@@ -197,8 +268,8 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
         return EMBER_ERR_INVALID_ARGUMENT;
     const void *xs = ember_base(x);
 #define MAX_GRAD(SUFFIX, T)                                                                        \
-    FOR_EACH_PLANE(out, grad_output, T,                                                            \
-                   max_grad_plane_##SUFFIX(big_plane, small_plane, (const T *)xs + p * H * W, H, W, OH, OW, w))
+    FOR_EACH_PLANE(out, grad_output, w, 0, T,                                                      \
+                   max_grad_plane_##SUFFIX(big_plane, small_plane, (const T *)xs + i * p.H * p.W, &p, w, scratch))
     DISPATCH_FLOAT(out->dtype, MAX_GRAD(f32, float), MAX_GRAD(f64, double))
 #undef MAX_GRAD
     return EMBER_OK;
@@ -209,19 +280,13 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
 static int avg_pool(const ember_tensor *big, const ember_tensor *small, const ember_cpu_window *w,
                     int count_include_pad, int grad) {
     if (!valid_planes(big, small, w) || w->dh != 1 || w->dw != 1) return EMBER_ERR_INVALID_ARGUMENT;
-    if (big->dtype != EMBER_FLOAT32 && big->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
-    avg_columns cols;
-    int status = avg_columns_init(&cols, big->shape[3], small->shape[3], w, count_include_pad);
-    if (status == EMBER_OK) {
 #define AVG(SUFFIX, T)                                                                             \
-    FOR_EACH_PLANE(big, small, T,                                                                  \
-                   grad ? avg_grad_plane_##SUFFIX(big_plane, small_plane, H, W, OH, OW, w, count_include_pad, &cols) \
-                        : avg_plane_##SUFFIX(small_plane, big_plane, H, W, OH, OW, w, count_include_pad, &cols))
-        DISPATCH_FLOAT(big->dtype, AVG(f32, float), AVG(f64, double))
+    FOR_EACH_PLANE(big, small, w, count_include_pad, T,                                            \
+                   grad ? avg_grad_plane_##SUFFIX(big_plane, small_plane, &p, w, scratch)          \
+                        : avg_plane_##SUFFIX(small_plane, big_plane, &p, w, scratch))
+    DISPATCH_FLOAT(big->dtype, AVG(f32, float), AVG(f64, double))
 #undef AVG
-    }
-    avg_columns_free(&cols);
-    return status;
+    return EMBER_OK;
 }
 
 int ember_cpu_avg_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w,
