@@ -69,6 +69,16 @@ def nn_cases(rng: np.random.Generator) -> list[Case]:
         lambda: em.conv2d_input_grad(edy, ew, input_shape=x.shape, padding=1),
         F and (lambda: torch.nn.grad.conv2d_input(x.shape, tw, tdy, padding=1)))))
 
+    cases.append(("conv2d weight gradient (same conv)", contenders(
+        lambda: em.conv2d_weight_grad(ex, edy, weight_shape=w.shape, padding=1),
+        F and (lambda: torch.nn.grad.conv2d_weight(tx, w.shape, tdy, padding=1)))))
+    xs, dys = arrays((32, 16, 8, 8), (32, 32, 8, 8))
+    exs, edys = em.asarray(xs), em.asarray(dys)
+    txs, tdys = tt(xs, dys)
+    cases.append(("conv2d weight gradient, demo's 32x16x8x8 -> 32", contenders(
+        lambda: em.conv2d_weight_grad(exs, edys, weight_shape=(32, 16, 3, 3), padding=1),
+        F and (lambda: torch.nn.grad.conv2d_weight(txs, (32, 16, 3, 3), tdys, padding=1)))))
+
     xl, wl, bl = arrays((256, 2048), (2048, 2048), (2048,))
     exl, ewl, ebl = em.asarray(xl), em.asarray(wl), em.asarray(bl)
     txl, twl, tbl = tt(xl, wl, bl)
@@ -183,7 +193,7 @@ def serving_providers(fn: Callable[[], object]) -> str:
     """Which provider ran the case's nn ops with xnnpack installed (it declines where ember-cpu wins)."""
     with em.trace_dispatch() as log:
         fn()
-    nn_ops = ("conv2d", "linear", "max_pool2d", "avg_pool2d")
+    nn_ops = ("conv2d", "linear", "max_pool2d", "avg_pool2d")  # their gradients too
     return ", ".join(f"{op}: {'/'.join(sorted(by))}" for op, by in sorted(log.providers().items())
                      if op.startswith(nn_ops))
 

@@ -79,7 +79,9 @@ ffibuilder.set_source(
     include_dirs=[str(CSRC), _ember_include()],
     libraries=LIBRARIES,
     # Built where it runs, like ember-cpu (EMBER_XNNPACK_CFLAGS overrides, e.g. for portable wheels).
-    extra_compile_args=[*os.environ.get("EMBER_XNNPACK_CFLAGS", "-O3 -march=native").split(), "-std=gnu11"],
+    # OpenMP: ops that must share the cores with ember-cpu run on its (libgomp's) thread team.
+    extra_compile_args=[*os.environ.get("EMBER_XNNPACK_CFLAGS", "-O3 -march=native").split(), "-std=gnu11", "-fopenmp"],
+    extra_link_args=["-fopenmp"],
 )
 
 if __name__ == "__main__":

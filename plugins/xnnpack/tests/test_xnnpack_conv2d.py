@@ -167,3 +167,80 @@ def test_backward_of_conv2d_uses_the_input_gradient_kernel(rng):
     torch.nn.functional.conv2d(tx, torch.from_numpy(wt), stride=2, padding=1).sum().backward()
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
     assert "xnnpack" in served_by(log.providers(), "conv2d_input_grad")
+
+
+WEIGHT_GRAD_CASES = [  # input shape, o, (kh, kw), stride, padding, dilation
+    ((32, 16, 8, 8), 32, (3, 3), (1, 1), (1, 1), (1, 1)),  # the demo's second layer
+    ((32, 1, 8, 8), 16, (3, 3), (1, 1), (1, 1), (1, 1)),  # one input channel: no input transpose
+    ((16, 3, 9, 11), 4, (3, 3), (2, 1), (1, 2), (1, 2)),
+    ((16, 4, 10, 9), 40, (3, 3), (2, 2), (1, 1), (1, 1)),  # a dropped row and column; 3 channel runs
+    ((17, 5, 12, 12), 6, (5, 5), (3, 3), (2, 2), (1, 1)),  # dropped rows as wide as the padding
+    ((20, 3, 9, 8), 1, (2, 3), (3, 2), (0, 1), (2, 1)),  # one output channel: no output transpose
+    ((64, 8, 6, 6), 48, (1, 1), (1, 1), (0, 0), (1, 1)),
+]
+
+
+def _weight_grad_inputs(rng, shape, o, kernel, stride, padding, dilation):
+    params = dict(stride=stride, padding=padding, dilation=dilation)
+    oh, ow = ref.conv2d(np.zeros(shape, np.float32), np.zeros((o, shape[1], *kernel), np.float32), None,
+                        **params).shape[2:]
+    x = rng.standard_normal(shape).astype(np.float32)
+    dy = rng.standard_normal((shape[0], o, oh, ow)).astype(np.float32)
+    return x, dy, params
+
+
+@pytest.mark.parametrize("case", WEIGHT_GRAD_CASES, ids=lambda c: "x".join(map(str, c[0])) + f"-o{c[1]}-s{c[3][0]}")
+def test_conv2d_weight_grad_matches_reference(rng, case):
+    shape, o, kernel, *geometry = case
+    x, dy, params = _weight_grad_inputs(rng, shape, o, kernel, *geometry)
+    weight_shape = (o, shape[1], *kernel)
+    out, providers = traced(em.conv2d_weight_grad, em.asarray(x), em.asarray(dy), weight_shape=weight_shape, **params)
+    ref.assert_close_dot(out.numpy(), ref.conv2d_weight_grad(x, dy, weight_shape, **params),
+                         ref.conv2d_weight_grad(np.abs(x), np.abs(dy), weight_shape, **params))
+    assert served_by(providers, "conv2d_weight_grad") == {"xnnpack"}
+
+
+@pytest.mark.parametrize(("shape", "o", "params", "why"), [
+    ((8, 4, 6, 6), 8, {"padding": 1}, "a batch below 16"),
+    ((16, 4, 6, 6), 8, {"padding": 1, "groups": 2}, "groups"),
+    ((16, 4, 8, 8), 8, {"stride": 3}, "more dropped rows than padding"),
+])
+def test_conv2d_weight_grad_declines_to_ember_cpu(rng, shape, o, params, why):
+    groups = params.get("groups", 1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    weight_shape = (o, shape[1] // groups, 3, 3)
+    oh = ref.conv2d(x, np.zeros(weight_shape, np.float32), None, stride=(params.get("stride", 1),) * 2,
+                    padding=(params.get("padding", 0),) * 2, groups=groups).shape[2]
+    dy = rng.standard_normal((shape[0], o, oh, oh)).astype(np.float32)
+    out, providers = traced(em.conv2d_weight_grad, em.asarray(x), em.asarray(dy), weight_shape=weight_shape, **params)
+    assert served_by(providers, "conv2d_weight_grad") == {"cpu"}, why
+    with em.providers(exclude=["xnnpack"]):
+        expected = em.conv2d_weight_grad(em.asarray(x), em.asarray(dy), weight_shape=weight_shape, **params)
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("operand", ["x", "grad_output"])
+@pytest.mark.parametrize("special", [np.nan, np.inf, 1e-39])
+def test_conv2d_weight_grad_declines_special_values(rng, operand, special):
+    x, dy, params = _weight_grad_inputs(rng, (16, 3, 6, 6), 8, (3, 3), (1, 1), (1, 1), (1, 1))
+    (x if operand == "x" else dy)[3, 1, 2, 4] = special
+    out, providers = traced(em.conv2d_weight_grad, em.asarray(x), em.asarray(dy), weight_shape=(8, 3, 3, 3),
+                            **params)
+    assert served_by(providers, "conv2d_weight_grad") == {"cpu"}
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = ref.conv2d_weight_grad(x, dy, (8, 3, 3, 3), **params)
+    np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(expected))
+
+
+def test_training_a_conv_uses_the_weight_gradient_kernel(rng):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((16, 4, 9, 9)).astype(np.float32)
+    wt = rng.standard_normal((32, 4, 3, 3)).astype(np.float32)
+    ew = em.asarray(wt)
+    ew.requires_grad = True
+    with em.trace_dispatch() as log:
+        em.conv2d(em.asarray(x), ew, stride=2, padding=1).sum().backward()
+    tw = torch.from_numpy(wt).requires_grad_()
+    torch.nn.functional.conv2d(torch.from_numpy(x), tw, stride=2, padding=1).sum().backward()
+    np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+    assert served_by(log.providers(), "conv2d_weight_grad") == {"xnnpack"}

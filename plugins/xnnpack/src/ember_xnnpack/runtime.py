@@ -46,10 +46,15 @@ class _Runtime:
 _runtime = _Runtime()
 
 
-def pool() -> Any:
-    """The shared pthreadpool (NULL = the calling thread only).  Call with LOCK held."""
+def ready() -> None:
+    """XNNPACK initialised (on first use).  Call with LOCK held."""
     if not _runtime.initialized:
         _runtime.start()
+
+
+def pool() -> Any:
+    """The shared pthreadpool (NULL = the calling thread only).  Call with LOCK held."""
+    ready()
     return _runtime.pool
 
 

@@ -59,6 +59,16 @@ int exn_conv2d_input_grad_run(void *op, void *pool, size_t n, size_t o, size_t o
                               size_t w, size_t taps, size_t groups, uint32_t adjust_h, uint32_t adjust_w,
                               const void *grad_output, int64_t grad_output_offset, void *out, int64_t out_offset);
 
+/* The gradient of conv2d (groups 1) with respect to its weight, into out (o, c, kh, kw), from x
+ * (n, c, h, w) and grad_output (n, o, oh, ow): one XNNPACK convolution over the batch, on up to
+ * `threads` OpenMP threads.  The padding at the bottom/right leaves out the rows/columns the
+ * conv's floor division dropped. */
+int exn_conv2d_weight_grad(int threads, size_t n, size_t c, size_t h, size_t w, size_t o, size_t oh, size_t ow,
+                           uint32_t kh, uint32_t kw, uint32_t stride_h, uint32_t stride_w, uint32_t dilation_h,
+                           uint32_t dilation_w, uint32_t pad_top, uint32_t pad_left, uint32_t pad_bottom,
+                           uint32_t pad_right, const void *x, int64_t x_offset, const void *grad_output,
+                           int64_t grad_output_offset, void *out, int64_t out_offset);
+
 /* weight: (out_features, in_features); bias: (out_features) or NULL. */
 int exn_linear_create(size_t in_features, size_t out_features, const void *weight, int64_t weight_offset,
                       const void *bias, int64_t bias_offset, float output_min, float output_max, void **op_out);

@@ -5,6 +5,7 @@
  * single channel both layouts are the same bytes and the transpose is skipped.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 
 #include <pthreadpool.h>
@@ -176,6 +177,75 @@ int exn_conv2d_input_grad_run(void *handle, void *pool, size_t n, size_t o, size
     status = run(op, pool, xnn_setup_deconvolution2d_nhwc_f32(op, n, oh, ow, adjust_h, adjust_w, dy_nhwc, dx_nhwc,
                                                               (pthreadpool_t)pool));
     if (status == 0) to_nchw(pool, dx_nhwc, F32_OUT(out, out_offset), n, c, h * w);
+    return status;
+}
+
+/* ---- convolution weight gradient: a convolution over the batch ----------------------------------- */
+
+/* Output channels per thread come in multiples of this: XNNPACK's AVX-512 GEMM tiles are 16 wide. */
+#define WEIGHT_GRAD_CHANNEL_UNIT 16
+
+/*
+ * dW[o][c][ky][kx] = sum over n, oy, ox of dy[n][o][oy][ox] * xpad[n][c][ky*dh + oy*sh][kx*dw + ox*sw]
+ * is itself a convolution: of C images (one per input channel of x) that have N channels (the
+ * batch), by O filters of OH x OW taps (grad_output), with the conv's stride and dilation swapped.
+ * In XNNPACK's layouts the images are x as (C, H, W, N), the filters dy as (O, OH, OW, N) and the
+ * (C, KH, KW, O) result is dW with its first and last axes swapped: three 2-d transposes.
+ *
+ * The filters change every call, so operators are created, run and deleted here, and on the
+ * OpenMP team that ember-cpu's kernels use rather than the pthreadpool: this op runs amid
+ * ember-cpu's backward, whose idle OpenMP threads spin for a while after each kernel, and on
+ * two cores a pthreadpool worker sharing a core with one ran the op 2-4x slower than one thread.
+ * Each team member creates an operator for its own run of output channels (the filters are packed
+ * once in all) and writes its columns of the shared result.
+ */
+int exn_conv2d_weight_grad(int threads, size_t n, size_t c, size_t h, size_t w, size_t o, size_t oh, size_t ow,
+                           uint32_t kh, uint32_t kw, uint32_t stride_h, uint32_t stride_w, uint32_t dilation_h,
+                           uint32_t dilation_w, uint32_t pad_top, uint32_t pad_left, uint32_t pad_bottom,
+                           uint32_t pad_right, const void *x, int64_t x_offset, const void *grad_output,
+                           int64_t grad_output_offset, void *out, int64_t out_offset) {
+    size_t taps = (size_t)kh * kw, units = (o + WEIGHT_GRAD_CHANNEL_UNIT - 1) / WEIGHT_GRAD_CHANNEL_UNIT;
+    /* the convolution's output must be exactly kh x kw, or XNNPACK would write past the result */
+    size_t span_h = pad_top + h + pad_bottom, span_w = pad_left + w + pad_right;
+    if (!n || !oh || !ow || !dilation_h || !dilation_w || span_h < stride_h * (oh - 1) + 1 ||
+        span_w < stride_w * (ow - 1) + 1 || (span_h - stride_h * (oh - 1) - 1) / dilation_h + 1 != kh ||
+        (span_w - stride_w * (ow - 1) - 1) / dilation_w + 1 != kw)
+        return EXN_STATUS_INVALID_PARAMETER;
+    if (c * taps * o * n * oh * ow < PARALLEL_MIN_WORK || threads < 1) threads = 1;
+    if ((size_t)threads > units) threads = (int)units;
+    int status;
+    const float *images = to_nhwc(NULL, F32(x, x_offset), 1, n, c * h * w, &status);
+    if (!images) return status;
+    float *filters = malloc(n * o * oh * ow * sizeof(float) + 1);
+    float *result = nhwc_output(F32_OUT(out, out_offset), 1, o, c * taps);
+    if (!filters || !result) {
+        free(filters);
+        return EXN_STATUS_OUT_OF_MEMORY;
+    }
+    if (!exn_transpose(NULL, F32(grad_output, grad_output_offset), filters, 1, n, o * oh * ow, 1)) {
+        free(filters);
+        return EXN_STATUS_SPECIAL_VALUES;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), team = omp_get_num_threads();
+        size_t first = units * t / team * WEIGHT_GRAD_CHANNEL_UNIT;
+        size_t last = units * (t + 1) / team * WEIGHT_GRAD_CHANNEL_UNIT;
+        if (last > o) last = o;
+        if (first < last) {
+            xnn_operator_t op = NULL;
+            int mine = xnn_create_convolution2d_nhwc_f32(
+                pad_top, pad_right, pad_bottom, pad_left, (uint32_t)oh, (uint32_t)ow, dilation_h, dilation_w,
+                stride_h, stride_w, 1, n, last - first, n, o, filters + first * oh * ow * n, NULL, -INFINITY,
+                INFINITY, FLAGS, &op);
+            if (mine == xnn_status_success)
+                mine = run(op, NULL, xnn_setup_convolution2d_nhwc_f32(op, c, h, w, images, result + first, NULL));
+            if (op) xnn_delete_operator(op);
+            if (mine) __atomic_store_n(&status, mine, __ATOMIC_RELAXED);
+        }
+    }
+    free(filters);
+    if (status == 0) to_nchw(NULL, result, F32_OUT(out, out_offset), 1, o, c * taps);
     return status;
 }
 
