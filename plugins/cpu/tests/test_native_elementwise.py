@@ -593,6 +593,30 @@ def test_where(dt: str):
         assert out.tobytes() == np.ascontiguousarray(want).tobytes(), name
 
 
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("n", [37, 70001])  # one thread; split over the team
+def test_where_flat(dt: str, n: int):
+    """The contiguous entry point: element offsets, and each input contiguous or repeating one
+    element (step 0), as relu's backward calls it."""
+    rng = np.random.default_rng(12)
+    a, b = encode(rng.choice(pool(dt), n + 3), dt), encode(rng.choice(pool(dt, rng=rng), n + 3), dt)
+    c = rng.integers(0, 2, n + 3).astype(bool)
+
+    def pick(x: np.ndarray, at: int, step: int) -> np.ndarray:
+        return x[at:at + n] if step else np.repeat(x[at:at + 1], n)
+
+    for c_step, a_step, b_step in [(1, 1, 1), (1, 1, 0), (1, 0, 1), (0, 1, 1), (1, 0, 0)]:
+        out = np.zeros(n + 1, STORAGE[dt])
+        check(lib.ember_cpu_where_flat(CODE[dt], n, ptr(out), 1, ptr(c), 2, c_step, ptr(a), 3, a_step, ptr(b), 1,
+                                       b_step))
+        want = np.where(pick(c, 2, c_step), pick(a, 3, a_step), pick(b, 1, b_step))
+        assert out[1:].tobytes() == want.tobytes(), (c_step, a_step, b_step)
+        assert out[:1].tobytes() == np.zeros(1, STORAGE[dt]).tobytes()
+    assert lib.ember_cpu_where_flat(CODE[dt], n, ptr(out), 0, ptr(c), 0, 2, ptr(a), 0, 1, ptr(b), 0, 1) \
+        == lib.EMBER_ERR_INVALID_ARGUMENT
+
+
 # ---- status codes --------------------------------------------------------------------------------
 
 

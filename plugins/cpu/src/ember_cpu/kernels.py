@@ -60,6 +60,12 @@ def desc(t: Any) -> Any:
 
 # ---- elementwise -------------------------------------------------------------------------------
 
+def _flat_step(t: Any) -> int:
+    """How an input of an elementwise op runs over a contiguous output: 1 contiguous, 0 one repeated
+    element (all strides 0: x * 2.0, where(m, g, 0.0)), -1 neither (the strided entry point)."""
+    return 1 if t._contig else 0 if not any(t._strides) else -1
+
+
 def _unary(name: str, code: int) -> Callable[..., None]:
     contig, strided = lib.ember_cpu_unary_contig, lib.ember_cpu_unary
 
@@ -79,9 +85,7 @@ def _binary(name: str, code: int) -> Callable[..., None]:
     flat, strided = lib.ember_cpu_binary_flat, lib.ember_cpu_binary
 
     def kernel(out: Any, a: Any, b: Any) -> None:
-        # an input runs flat when contiguous (step 1) or one repeated element (all strides 0: step 0)
-        a_step = 1 if a._contig else 0 if not any(a._strides) else -1
-        b_step = 1 if b._contig else 0 if not any(b._strides) else -1
+        a_step, b_step = _flat_step(a), _flat_step(b)
         if a_step >= 0 and b_step >= 0:
             status = flat(code, a._dtype.code, out._numel, out._storage.handle, out._offset,
                           a._storage.handle, a._offset, a_step, b._storage.handle, b._offset, b_step)
@@ -105,7 +109,15 @@ def full(out: Any, *, value: Any) -> None:
 
 
 def where(out: Any, cond: Any, a: Any, b: Any) -> None:
-    _same_shape_call("where", lib.ember_cpu_where, (), out, cond, a, b)
+    steps = _flat_step(cond), _flat_step(a), _flat_step(b)
+    if min(steps) >= 0:
+        status = lib.ember_cpu_where_flat(out._dtype.code, out._numel, out._storage.handle, out._offset,
+                                          cond._storage.handle, cond._offset, steps[0], a._storage.handle,
+                                          a._offset, steps[1], b._storage.handle, b._offset, steps[2])
+        if status:
+            _check(status, "where")
+    else:
+        _same_shape_call("where", lib.ember_cpu_where, (), out, cond, a, b)
 
 
 # ---- reductions, scans, sorting, matmul ---------------------------------------------------------

@@ -376,3 +376,20 @@ int ember_cpu_where(const ember_tensor *out, const ember_tensor *cond, const emb
     ew_kernel k = {.kind = 3, .u.itemsize = (int)ember_itemsize[out->dtype]};
     return ew_run(&k, 4, ops);
 }
+
+int ember_cpu_where_flat(int dtype, int64_t n, void *out, int64_t out_off, const void *cond, int64_t cond_off,
+                         int cond_step, const void *a, int64_t a_off, int a_step, const void *b, int64_t b_off,
+                         int b_step)
+{
+    if (!ew_dtype_ok(dtype) || n < 0 || (cond_step != 0 && cond_step != 1) || (a_step != 0 && a_step != 1) ||
+        (b_step != 0 && b_step != 1))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    if (n == 0) return EMBER_OK;
+    const int64_t isz = ember_itemsize[dtype];
+    int64_t s[EMBER_ITER_MAX] = {isz, cond_step, isz * a_step, isz * b_step};
+    char *p[EMBER_ITER_MAX] = {(char *)out + out_off * isz, (char *)cond + cond_off, (char *)a + a_off * isz,
+                               (char *)b + b_off * isz};
+    ew_kernel k = {.kind = 3, .u.itemsize = (int)isz};
+    ew_run_flat(&k, 4, n, p, s);
+    return EMBER_OK;
+}

@@ -53,6 +53,11 @@ int ember_cpu_binary_flat(int op, int dtype, int64_t n, void *out, int64_t out_o
 /* out = cond ? a : b; cond is bool; a, b and out share a dtype; all have out's shape. */
 int ember_cpu_where(const ember_tensor *out, const ember_tensor *cond, const ember_tensor *a,
                     const ember_tensor *b);
+/* where over n contiguous elements, each input contiguous (step 1) or one repeated element (step
+ * 0: relu's backward, where(x > 0, grad, 0.0)); dtype is a's, b's and out's. */
+int ember_cpu_where_flat(int dtype, int64_t n, void *out, int64_t out_off, const void *cond, int64_t cond_off,
+                         int cond_step, const void *a, int64_t a_off, int a_step, const void *b, int64_t b_off,
+                         int b_step);
 
 /* ---- reductions, scans, sorting, indexing (reduce.c, sort.c, index.c) --------------------- */
 /* Reduces the trailing `nreduce` dims of x: x.ndim == out.ndim + nreduce and out.shape equals
