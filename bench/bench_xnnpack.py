@@ -3,7 +3,9 @@ PyTorch 2.13 CPU, in the same process, alternating rounds.
 
 Run: ``python bench/bench_xnnpack.py [--threads N] [--rounds R]``.  Prints, per case, the best
 time of each contender (noise on a shared machine only ever adds time) and the ratios
-xnnpack / PyTorch and xnnpack / ember-cpu (time ratios: lower is better; 0.91 = 1.1x faster).
+xnnpack / PyTorch and xnnpack / ember-cpu (time ratios: lower is better; 0.91 = 1.1x faster),
+each the median over rounds of the ratio within a round (the contenders of a round run back to
+back, so a slow spell of the host hits both), with the share of rounds xnnpack won.
 "xnnpack" is ember as installed with the extra (xnnpack first, declining the calls ember-cpu runs
 faster); "served by" names the provider that ran each nn op there.
 The layout rows time the NCHW <-> NHWC transposes a conv pays, to judge a channels-last format.
@@ -170,23 +172,31 @@ def main() -> None:
     demo = demo_case()
     if demo is not None:
         cases.append(demo)
-    print(f"threads: {args.threads}; times in ms (best of {args.rounds} alternating rounds); "
-          f"ratios are time ratios, lower is better")
-    print(f"{'case':<46} {'xnnpack':>9} {'ember-cpu':>10} {'torch':>9} {'xnn/torch':>10} {'xnn/cpu':>8}  served by")
+    print(f"threads: {args.threads}; times in ms (best of {args.rounds} alternating rounds); ratios are "
+          f"medians of per-round time ratios, lower is better; won: rounds where xnnpack beat ember-cpu")
+    print(f"{'case':<48} {'xnnpack':>9} {'ember-cpu':>10} {'torch':>9} {'xnn/torch':>10} {'xnn/cpu':>8} {'won':>5}"
+          f"  served by")
     for name, fns in cases:
         for fn in fns.values():
             fn()  # warm up: operator creation, workspaces, caches
         served = serving_providers(fns["xnnpack"]) if not name.startswith(" ") else ""
-        best = dict.fromkeys(fns, float("inf"))
+        rounds: list[dict[str, float]] = []
         order = list(fns.items())
         for _ in range(args.rounds):
             order.reverse()  # whichever runs first in a round measured up to 8% slower: alternate
-            for label, fn in order:
-                best[label] = min(best[label], timeit(fn, min_time=0.05, repeats=1))
+            rounds.append({label: timeit(fn, min_time=0.05, repeats=1) for label, fn in order})
+        best = {label: min(r[label] for r in rounds) for label in fns}
         cols = [f"{best[k] * 1e3:>9.3f}" if k in best else f"{'-':>9}" for k in ("xnnpack", "ember-cpu", "torch")]
-        vs_torch = f"{best['xnnpack'] / best['torch']:>10.2f}" if "torch" in best else f"{'-':>10}"
-        vs_cpu = f"{best['xnnpack'] / best['ember-cpu']:>8.2f}" if "ember-cpu" in best else f"{'-':>8}"
-        print(f"{name:<46} {cols[0]} {cols[1]:>10} {cols[2]} {vs_torch} {vs_cpu}  {served}")
+        vs_torch = f"{median_ratio(rounds, 'torch'):>10.2f}" if "torch" in best else f"{'-':>10}"
+        vs_cpu, won = f"{'-':>8}", f"{'-':>5}"
+        if "ember-cpu" in best:
+            vs_cpu = f"{median_ratio(rounds, 'ember-cpu'):>8.2f}"
+            won = f"{sum(r['xnnpack'] < r['ember-cpu'] for r in rounds) / len(rounds):>5.0%}"
+        print(f"{name:<48} {cols[0]} {cols[1]:>10} {cols[2]} {vs_torch} {vs_cpu} {won}  {served}")
+
+
+def median_ratio(rounds: list[dict[str, float]], other: str) -> float:
+    return float(np.median([r["xnnpack"] / r[other] for r in rounds]))
 
 
 def serving_providers(fn: Callable[[], object]) -> str:
