@@ -14,12 +14,12 @@ from ember_core.autograd.formulas import differentiable
 from ember_core.autograd.grad_mode import MODE
 from ember_core.dtypes import BY_NAME, result_type
 from ember_core.errors import RegistryError
-from ember_core.ops import composites, nn_composites
+from ember_core.ops import composites, nn_composites, optim_composites
 from ember_core.ops.families import BUILDERS
 from ember_core.ops.registry import REGISTRY, OpSchema
 
 ENTRIES: dict[str, Callable[..., Any]] = {}
-_COMPOSITE_MODULES = (composites, nn_composites)  # where composite = "python" implementations live
+_COMPOSITE_MODULES = (composites, nn_composites, optim_composites)  # where composite = "python" implementations live
 _REFLECTED = {"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__",
               "__rand__", "__ror__", "__rxor__", "__rlshift__", "__rrshift__", "__rmatmul__"}
 

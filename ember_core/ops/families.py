@@ -796,4 +796,5 @@ BUILDERS: dict[str, Callable[[OpSchema, Callable | None], Callable[..., Any]]] =
     "take": build_take, "put": build_put, "nonzero": build_nonzero, "searchsorted": build_searchsorted,
     "random": build_random, "view": build_view,
 }
-import ember_core.ops.nn_families  # noqa: E402, F401  (adds the conv, linear, pool and softmax builders)
+import ember_core.ops.nn_families  # noqa: E402  (adds the conv, linear, pool and softmax builders)
+import ember_core.ops.optim_families  # noqa: E402, F401  (adds the update builder)

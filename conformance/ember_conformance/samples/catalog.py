@@ -22,7 +22,7 @@ BY_NAME: dict[str, Generator] = {
     "softmax": nn.softmax, "log_softmax": nn.softmax, "conv2d_input_grad": nn.through_gradients,
     "conv2d_weight_grad": nn.through_gradients, "max_pool2d_grad": nn.through_gradients,
     "max_pool2d_select": nn.through_gradients, "avg_pool2d_grad": nn.through_gradients,
-    "nll_loss": nn.nll_loss, "nll_loss_grad": nn.through_gradients,
+    "nll_loss": nn.nll_loss, "nll_loss_grad": nn.through_gradients, "adam_step": nn.adam_step,
     "unique_all": sorting.unique, "unique_counts": sorting.unique, "unique_inverse": sorting.unique,
     "unique_values": sorting.unique, "bernoulli": randomness.bernoulli, "permutation": randomness.permutation,
 }

@@ -1,6 +1,6 @@
-"""Neural-network ops: linear, pooling, softmax, losses, conv2d's fused activation; the gradient
-helper ops (conv2d_input_grad, max_pool2d_grad, nll_loss_grad ...) are checked through level 3, as
-gradients of their ops."""
+"""Neural-network ops: linear, pooling, softmax, losses, conv2d's fused activation, optimizer
+updates; the gradient helper ops (conv2d_input_grad, max_pool2d_grad, nll_loss_grad ...) are
+checked through level 3, as gradients of their ops."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ember_conformance.samples.base import Arr, Sample, rng_for, typical
+from ember_core.errors import ShapeError
 
 
 def _x(rng: Any, shape: tuple[int, ...], dtype: str, layout: str = "contiguous") -> Arr:
@@ -82,3 +83,24 @@ def through_gradients(schema: Any, dtype: str, device: str, level: int) -> list[
         raise SkipCase(f"{schema.name} is a gradient helper: level 3 checks it as part of the gradients of its op")
 
     return [Sample("via-level-3", custom=check)]
+
+
+def adam_step(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    """Judged by the parameter it returns (updated in place; the state's updates feed into it)."""
+    rng = rng_for(schema.name, dtype)
+    second_moment = Arr(np.abs(typical(rng, (4, 5), dtype, -3.0, 3.0)), dtype)
+
+    def tensors(layout: str = "contiguous") -> tuple[Arr, ...]:
+        return _x(rng, (4, 5), dtype, layout), _x(rng, (4, 5), dtype), _x(rng, (4, 5), dtype), second_moment
+
+    hyper = {"lr": 0.05, "beta1": 0.9, "beta2": 0.999, "eps": 1e-3, "step": 3}
+    out = [Sample("adam", tensors(), hyper), Sample("first-step", tensors(), {**hyper, "step": 1}),
+           Sample("weight-decay", tensors(), {**hyper, "weight_decay": 0.1}),
+           Sample("adamw", tensors(), {**hyper, "weight_decay": 0.1, "decoupled": True}),
+           Sample("maximize", tensors(), {**hyper, "maximize": True}),
+           Sample("strided-param", tensors("strided"), hyper)]
+    if level == 1:
+        p, g, m, v = tensors()
+        out += [Sample("error-state-shape", (p, g, _x(rng, (5, 4), dtype), v), hyper, error=ShapeError),
+                Sample("error-step-0", (p, g, m, v), {**hyper, "step": 0}, error=ValueError)]
+    return out

@@ -1,0 +1,93 @@
+"""Builder of the update family (optim.toml): ops that rewrite tensors in place, such as one
+optimizer step of a parameter and its state.  Added to ``families.BUILDERS`` when imported.
+
+A call is validated whole before anything is written (types, one device, one dtype, one shape, no
+shared memory, hyperparameters in range), then offered to the providers when every tensor is
+contiguous; otherwise, or when every provider declines, the composite runs.  The written storages'
+version counters move either way (an operator cache keyed on them must see the update).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from ember_core import dispatch
+from ember_core.autograd.grad_mode import MODE
+from ember_core.errors import DTypeError, RegistryError, ShapeError
+from ember_core.ops.families import BUILDERS, as_tensor_arg, binder, check_dtype, resolve, run, same_device
+from ember_core.ops.registry import OpSchema
+from ember_core.tensor import Tensor
+
+_READ_ONLY = frozenset({"grad"})  # every other tensor argument of an update op is written
+
+
+def _check_tensors(schema: OpSchema, named: dict[str, Tensor]) -> None:
+    names = list(named)
+    first = named[names[0]]
+    same_device(schema, *named.values())
+    for name, t in named.items():
+        if t._dtype is not first._dtype:
+            raise DTypeError(f"{schema.name}: {name} is {t._dtype.name} but {names[0]} is {first._dtype.name}; "
+                             f"optimizer state must have its parameter's dtype")
+        if t._shape != first._shape:
+            raise ShapeError(f"{schema.name}: {name} has shape {t._shape} but {names[0]} has {first._shape}")
+    check_dtype(schema, first._dtype)
+    if len({id(t._storage) for t in named.values()}) < len(named):
+        raise ValueError(f"{schema.name}: {', '.join(names)} must not share memory (each is read or written "
+                         f"whole); pass separate tensors")
+    if MODE.enabled and any(t._requires_grad for name, t in named.items() if name not in _READ_ONLY):
+        raise RuntimeError(f"{schema.name} writes in place and is not recorded by autograd; run it inside "
+                           f"`with ember_core.no_grad():`")
+
+
+def _check_adam(schema: OpSchema, a: dict[str, Any]) -> dict[str, Any]:
+    step = a["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+        raise ValueError(f"{schema.name}: step counts updates from 1, got {step!r}")
+    attrs: dict[str, Any] = {"step": step, "decoupled": bool(a["decoupled"]), "maximize": bool(a["maximize"])}
+    for name in ("lr", "beta1", "beta2", "eps", "weight_decay"):
+        value = a[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{schema.name}: {name} must be a finite number >= 0, got {value!r}")
+        attrs[name] = float(value)
+    if attrs["beta1"] >= 1 or attrs["beta2"] >= 1:
+        raise ValueError(f"{schema.name}: beta1 and beta2 must be below 1, got {attrs['beta1']}, {attrs['beta2']}")
+    return attrs
+
+
+_ATTRIBUTES: dict[str, Callable[[OpSchema, dict[str, Any]], dict[str, Any]]] = {"adam_step": _check_adam}
+
+
+def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
+    check_attrs = _ATTRIBUTES.get(schema.name)
+    if check_attrs is None or composite is None:
+        raise RegistryError(f"{schema.file}: op {schema.name!r} of family 'update': the update family serves only "
+                            f"the ops of ember_core/ops/optim.toml, each with a composite")
+    bind = binder(schema)
+    tensor_names = [p.name for p in schema.params if p.positional_only]
+
+    def op(*args: Any, **kwargs: Any) -> Tensor:
+        a = bind(*args, **kwargs)
+        named = {name: as_tensor_arg(schema, a[name], name) for name in tensor_names}
+        _check_tensors(schema, named)
+        attrs = check_attrs(schema, a)
+        tensors = tuple(named.values())
+        first = tensors[0]
+        choice = resolve(schema, first._device, first._dtype, composite)
+        if not (choice.how != "composite" and all(t._contig for t in tensors)
+                and run(schema, choice, tensors[:1], tensors[1:], attrs)):
+            dispatch.note_composite(schema.name, first._device.type, first._dtype)
+            composite(*tensors, **attrs)  # writes through copy_into, which moves the versions itself
+            return first
+        for name, t in named.items():
+            if name not in _READ_ONLY:
+                t._storage.version += 1
+        return first
+
+    op.__signature__ = bind.__signature__  # type: ignore[attr-defined]
+    return op
+
+
+BUILDERS["update"] = _build
