@@ -175,3 +175,29 @@ def test_conv2d_weight_grad_kernel_rejects_mismatched_operands():
                 np.zeros((5, 4, 3, 3), np.float32)):   # filters do not match grad_output
         status = lib.ember_cpu_conv2d_weight_grad(desc(out), desc(x), desc(grad), window, 1)
         assert status == lib.EMBER_ERR_INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [7, 100_003])  # one thread; split over the team
+@pytest.mark.parametrize("options", [{}, {"weight_decay": 0.1}, {"weight_decay": 0.1, "decoupled": True},
+                                     {"maximize": True}], ids=["adam", "l2", "adamw", "maximize"])
+def test_adam_step_equals_the_composite_bit_for_bit(dtype, n, options):
+    """optim.c rounds every product and sum as the composite's ops do (no fused multiply-add), with
+    special values in every tensor."""
+    from ember_core.ops.optim_composites import adam_step as composite
+
+    rng = np.random.default_rng(6)
+    arrays = [rng.standard_normal(n).astype(dtype) * 3 for _ in range(3)] + [rng.random(n).astype(dtype)]
+    for a, special in zip(arrays, [np.nan, np.inf, -np.inf, 0.0]):
+        a[n // 2] = special
+    results = []
+    for fn in (em.adam_step, composite):
+        tensors = [em.asarray(a.copy()) for a in arrays]
+        with em.trace_dispatch() as log:
+            for step in (1, 2):
+                fn(*tensors, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, step=step, **options)
+        results.append([t.numpy() for t in tensors])
+        if fn is em.adam_step:
+            assert log.providers()["adam_step"] == {"cpu": 2}
+    for got, want in zip(*results):
+        assert got.tobytes() == want.tobytes()

@@ -8,6 +8,7 @@ that are contiguous in every operand merge, which also shortens the C loops' out
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -256,6 +257,22 @@ def _random(name: str, kind: int, first: str, second: str) -> Callable[..., None
     return kernel
 
 
+_DECAY_MODES = {(False, False): lib.EMBER_CPU_DECAY_NONE, (True, False): lib.EMBER_CPU_DECAY_L2,
+                (True, True): lib.EMBER_CPU_DECAY_DECOUPLED}
+
+
+def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, *, lr: float, beta1: float, beta2: float,
+              eps: float, step: int, weight_decay: float, decoupled: bool, maximize: bool) -> None:
+    """The composite's coefficients (ember_core/ops/optim_composites.py), computed the same way."""
+    decay = (1.0 - lr * weight_decay) if decoupled else weight_decay
+    coefficients = ffi.new("ember_cpu_adam *", {
+        "beta1": beta1, "one_minus_beta1": 1.0 - beta1, "beta2": beta2, "one_minus_beta2": 1.0 - beta2,
+        "bias2_scale": 1.0 / math.sqrt(1.0 - beta2**step), "eps": eps, "step_size": lr / (1.0 - beta1**step),
+        "decay": decay, "decay_mode": _DECAY_MODES[bool(weight_decay), bool(weight_decay) and decoupled],
+        "maximize": int(maximize)})
+    _check(lib.ember_cpu_adam_step(*_all_desc(param, grad, exp_avg, exp_avg_sq), coefficients), "adam_step")
+
+
 def _elementwise_names(section: str) -> list[str]:
     text = (Path(__file__).resolve().parent / "kernels.toml").read_text()
     return re.findall(rf"^\[{section}\.(\w+)\]", text, re.M)
@@ -294,6 +311,7 @@ KERNELS: dict[str, Callable[..., None]] = {
     "nll_loss_grad": _nll("nll_loss_grad", lib.ember_cpu_nll_loss_grad),
     "take": take,
     "index_put": index_put,
+    "adam_step": adam_step,
     "nonzero": nonzero,
     "searchsorted": searchsorted,
     "random_uniform": _random("random_uniform", lib.EMBER_CPU_RANDOM_UNIFORM, "low", "high"),

@@ -124,6 +124,24 @@ typedef struct {
 int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output,
                                  const ember_cpu_window *w, int64_t groups);
 
+/* ---- optimizer updates (optim.c) ----------------------------------------------------------- */
+#define EMBER_CPU_DECAY_NONE 0
+#define EMBER_CPU_DECAY_L2 1          /* g += decay * param (Adam's weight_decay)                    */
+#define EMBER_CPU_DECAY_DECOUPLED 2   /* param *= decay, decay = 1 - lr * weight_decay (AdamW)        */
+/* One Adam step's coefficients, as the core's composite computes them in double precision. */
+typedef struct {
+    double beta1, one_minus_beta1, beta2, one_minus_beta2;
+    double bias2_scale;   /* 1 / sqrt(1 - beta2^step) */
+    double eps;
+    double step_size;     /* lr / (1 - beta1^step) */
+    double decay;         /* see decay_mode */
+    int decay_mode, maximize;
+} ember_cpu_adam;
+/* adam_step in place (ember_core/ops/optim.toml): param, exp_avg, exp_avg_sq written; all four
+ * contiguous, one dtype (float32/float64), one element count. */
+int ember_cpu_adam_step(const ember_tensor *param, const ember_tensor *grad, const ember_tensor *exp_avg,
+                        const ember_tensor *exp_avg_sq, const ember_cpu_adam *coefficients);
+
 /* ---- pooling (pool.c) ---------------------------------------------------------------------- */
 /* x (N, C, H, W) -> out (N, C, OH, OW), the composites' semantics (NaN propagates, padding and
  * ceil_mode overhang never contribute); float32/float64, all contiguous. */
