@@ -27,8 +27,10 @@ OPTIMIZERS = [
     ("SGD", {"lr": 0.1, "momentum": 0.5, "dampening": 0.3, "maximize": True}),
     ("Adam", {"lr": 0.01}),
     ("Adam", {"lr": 0.01, "betas": (0.8, 0.99), "weight_decay": 0.1, "amsgrad": True}),
+    ("Adam", {"lr": 0.01, "weight_decay": 0.1, "maximize": True}),
     ("AdamW", {"lr": 0.01}),
     ("AdamW", {"lr": 0.01, "weight_decay": 0.3, "eps": 1e-6}),
+    ("AdamW", {"lr": 0.01, "maximize": True}),
 ]
 
 

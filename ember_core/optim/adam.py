@@ -36,11 +36,6 @@ class Adam(Optimizer):
 
     def _update(self, p: Any, group: dict[str, Any]) -> None:
         lr, (beta1, beta2), decay = group["lr"], group["betas"], group["weight_decay"]
-        g = -p.grad if group["maximize"] else p.grad
-        if decay and self._decoupled:
-            p *= 1.0 - lr * decay
-        elif decay:
-            g = g + p * decay
         state = self.state.setdefault(p, {})
         if not state:
             state.update(step=0, exp_avg=em.zeros_like(p), exp_avg_sq=em.zeros_like(p))
@@ -48,10 +43,19 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = em.zeros_like(p)
         state["step"] += 1
         t = state["step"]
+        if not group["amsgrad"]:  # one fused op per parameter (ember_core/ops/optim.toml)
+            em.adam_step(p, p.grad, state["exp_avg"], state["exp_avg_sq"], lr=lr, beta1=beta1, beta2=beta2,
+                         eps=group["eps"], step=t, weight_decay=decay, decoupled=self._decoupled,
+                         maximize=group["maximize"])
+            return
+        g = -p.grad if group["maximize"] else p.grad
+        if decay and self._decoupled:
+            p *= 1.0 - lr * decay
+        elif decay:
+            g = g + p * decay
         state["exp_avg"] = m = state["exp_avg"] * beta1 + g * (1.0 - beta1)
         state["exp_avg_sq"] = v = state["exp_avg_sq"] * beta2 + em.square(g) * (1.0 - beta2)
-        if group["amsgrad"]:
-            state["max_exp_avg_sq"] = v = em.maximum(state["max_exp_avg_sq"], v)
+        state["max_exp_avg_sq"] = v = em.maximum(state["max_exp_avg_sq"], v)
         denom = em.sqrt(v) * (1.0 / math.sqrt(1.0 - beta2**t)) + group["eps"]
         p -= m / denom * (lr / (1.0 - beta1**t))
 
