@@ -6,22 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ember_conformance.references import adam_reference as reference
 
 import ember_core as em
 from ember_core.ops.optim_composites import adam_step as composite
 
 HYPER = {"lr": 0.05, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
-
-
-def reference(p, g, m, v, *, lr, beta1, beta2, eps, step, weight_decay=0.0, decoupled=False, maximize=False):
-    g = -g if maximize else g
-    if decoupled:
-        p = p * (1 - lr * weight_decay)
-    else:
-        g = g + weight_decay * p
-    m = beta1 * m + (1 - beta1) * g
-    v = beta2 * v + (1 - beta2) * g * g
-    return p - lr / (1 - beta1**step) * m / (np.sqrt(v / (1 - beta2**step)) + eps), m, v
 
 
 def state(dtype: str, shape=(6, 7), seed: int = 0) -> list[np.ndarray]:

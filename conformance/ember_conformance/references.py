@@ -253,10 +253,10 @@ REFERENCES.update({
 ACCUMULATING = ACCUMULATING | {"linear", "avg_pool2d", "adaptive_avg_pool2d"}
 
 
-def _adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray, *, lr: float,
-               beta1: float, beta2: float, eps: float, step: int, weight_decay: float = 0.0, decoupled: bool = False,
-               maximize: bool = False) -> np.ndarray:
-    """The updated parameter (PyTorch's Adam / AdamW, bias-corrected)."""
+def adam_reference(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray, *,
+                   lr: float, beta1: float, beta2: float, eps: float, step: int, weight_decay: float = 0.0,
+                   decoupled: bool = False, maximize: bool = False) -> tuple[np.ndarray, ...]:
+    """PyTorch's Adam / AdamW step, bias-corrected: the new (param, exp_avg, exp_avg_sq)."""
     g = -grad if maximize else grad
     if decoupled:
         param = param * (1 - lr * weight_decay)
@@ -264,7 +264,7 @@ def _adam_step(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg
         g = g + weight_decay * param
     m = beta1 * exp_avg + (1 - beta1) * g
     v = beta2 * exp_avg_sq + (1 - beta2) * g * g
-    return param - lr / (1 - beta1**step) * m / (np.sqrt(v / (1 - beta2**step)) + eps)
+    return param - lr / (1 - beta1**step) * m / (np.sqrt(v / (1 - beta2**step)) + eps), m, v
 
 
-REFERENCES["adam_step"] = _adam_step
+REFERENCES["adam_step"] = lambda *tensors, **hyper: adam_reference(*tensors, **hyper)[0]  # the param

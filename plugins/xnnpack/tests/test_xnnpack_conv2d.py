@@ -155,20 +155,6 @@ def test_conv2d_input_grad_matches_reference(rng, case):
         assert served_by(providers, "conv2d") == {"cpu"}
 
 
-def test_backward_of_conv2d_uses_the_input_gradient_kernel(rng):
-    torch = pytest.importorskip("torch")
-    x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
-    wt = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
-    ex = em.asarray(x)
-    ex.requires_grad = True
-    with em.trace_dispatch() as log:
-        em.conv2d(ex, em.asarray(wt), stride=2, padding=1).sum().backward()
-    tx = torch.from_numpy(x).requires_grad_()
-    torch.nn.functional.conv2d(tx, torch.from_numpy(wt), stride=2, padding=1).sum().backward()
-    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
-    assert "xnnpack" in served_by(log.providers(), "conv2d_input_grad")
-
-
 WEIGHT_GRAD_CASES = [  # input shape, o, (kh, kw), stride, padding, dilation
     ((32, 16, 8, 8), 32, (3, 3), (1, 1), (1, 1), (1, 1)),  # the demo's second layer
     ((32, 1, 8, 8), 16, (3, 3), (1, 1), (1, 1), (1, 1)),  # one input channel: no input transpose
@@ -232,15 +218,17 @@ def test_conv2d_weight_grad_declines_special_values(rng, operand, special):
     np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(expected))
 
 
-def test_training_a_conv_uses_the_weight_gradient_kernel(rng):
+def test_backward_of_conv2d_uses_both_gradient_kernels(rng):
     torch = pytest.importorskip("torch")
     x = rng.standard_normal((16, 4, 9, 9)).astype(np.float32)
     wt = rng.standard_normal((32, 4, 3, 3)).astype(np.float32)
-    ew = em.asarray(wt)
-    ew.requires_grad = True
+    ex, ew = em.asarray(x), em.asarray(wt)
+    ex.requires_grad = ew.requires_grad = True
     with em.trace_dispatch() as log:
-        em.conv2d(em.asarray(x), ew, stride=2, padding=1).sum().backward()
-    tw = torch.from_numpy(wt).requires_grad_()
-    torch.nn.functional.conv2d(torch.from_numpy(x), tw, stride=2, padding=1).sum().backward()
+        em.conv2d(ex, ew, stride=2, padding=1).sum().backward()
+    tx, tw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(wt).requires_grad_()
+    torch.nn.functional.conv2d(tx, tw, stride=2, padding=1).sum().backward()
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+    assert served_by(log.providers(), "conv2d_input_grad") == {"xnnpack"}
     assert served_by(log.providers(), "conv2d_weight_grad") == {"xnnpack"}
