@@ -98,6 +98,18 @@ def test_max_pool2d_and_its_gradient_match_the_composite(dtype, geometry, width)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("kernel", "crop"), [(2, (8, 12)), ((2, 3), (8, 12)), (3, (9, 12)), (2, (8, 77))])
+def test_max_pool2d_gradient_of_tiling_windows_matches_the_composite(dtype, kernel, crop):
+    """Windows that tile the input exactly take their own path (each element written once)."""
+    x = em.asarray(np.ascontiguousarray(pool_input(dtype, 77)[:, :, :crop[0], :crop[1]]))
+    out_shape = np.asarray(em.max_pool2d(x, kernel)).shape
+    grad = em.asarray(np.random.default_rng(7).standard_normal(out_shape).astype(dtype))
+    got, want = native_and_composite("max_pool2d_grad", grad, x, kernel)
+    same_values(got, want, 0.0)   # no window overlaps: the same single addition per element
+    assert (np.signbit(got) == np.signbit(want)).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("count_include_pad", [True, False])
 @pytest.mark.parametrize("geometry", POOL_GEOMETRIES)
 @pytest.mark.parametrize("width", [11, 77])

@@ -179,6 +179,34 @@ static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
+    /* Windows that tile the planes exactly: every input element lies in one window, so each is   \
+     * written once (the gradient at the window's first maximum, +0 + g as the walk above adds it,  \
+     * zero elsewhere), and all planes run as one sequence of window rows. */                      \
+    INLINE void max_grad_tiled_##SUFFIX(T *restrict gx, const T *restrict gout, const T *restrict x, \
+                                        int64_t first_row, int64_t last_row, int64_t W, int64_t OW, \
+                                        int64_t kh, int64_t kw) {                                  \
+        for (int64_t r = first_row; r < last_row; r++) {                                          \
+            const T *xr = x + r * kh * W, *g = gout + r * OW;                                      \
+            T *gr = gx + r * kh * W;                                                               \
+            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
+                const T *window = xr + ox * kw;                                                    \
+                T best = window[0];   /* tap 0 is taken whatever it holds */                       \
+                int64_t at = 0;                                                                    \
+                for (int64_t i = 0; i < kh; i++)                                                   \
+                    for (int64_t j = 0; j < kw; j++) {                                             \
+                        T v = window[i * W + j];                                                   \
+                        int64_t greater = -(int64_t)(v > best);   /* masks: see argmax_run */      \
+                        at = (at & ~greater) | ((i * W + j) & greater);                            \
+                        best = v > best ? v : best;                                                \
+                    }                                                                              \
+                T share = (T)0 + g[ox];                                                            \
+                for (int64_t i = 0; i < kh; i++)                                                   \
+                    for (int64_t j = 0; j < kw; j++)                                               \
+                        gr[ox * kw + i * W + j] = i * W + j == at ? share : (T)0;                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
     static void avg_plane_##SUFFIX(T *restrict out, const T *restrict x, const pool_plan *p,       \
                                    const ember_cpu_window *w, char *scratch) {                     \
         (void)scratch;                                                                             \
@@ -267,6 +295,27 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
     if (!valid_planes(out, grad_output, w) || !valid_planes(x, grad_output, w) || !ember_same_dims(out, x, 4))
         return EMBER_ERR_INVALID_ARGUMENT;
     const void *xs = ember_base(x);
+    int64_t H = x->shape[2], W = x->shape[3], OH = grad_output->shape[2], OW = grad_output->shape[3];
+    if (w->sh == w->kh && w->sw == w->kw && !w->ph && !w->pw && w->dh == 1 && w->dw == 1 && OH * w->kh == H &&
+        OW * w->kw == W) {
+        int64_t rows = x->shape[0] * x->shape[1] * OH;
+        int threads = ember_threads_for(rows * w->kh * W, rows);
+#define MAX_GRAD_TILED(SUFFIX, T)                                                                  \
+    _Pragma("omp parallel num_threads(threads)")                                                   \
+    {                                                                                              \
+        int t = omp_get_thread_num(), team = omp_get_num_threads();                                \
+        T *gx = (T *)ember_base(out);                                                              \
+        const T *gout = (const T *)ember_base(grad_output);                                        \
+        int64_t first = rows * t / team, last = rows * (t + 1) / team;                             \
+        if (w->kh == 2 && w->kw == 2) /* constants: the loops unroll into straight-line code */      \
+            max_grad_tiled_##SUFFIX(gx, gout, (const T *)xs, first, last, W, OW, 2, 2);            \
+        else                                                                                       \
+            max_grad_tiled_##SUFFIX(gx, gout, (const T *)xs, first, last, W, OW, w->kh, w->kw);    \
+    }
+        DISPATCH_FLOAT(out->dtype, MAX_GRAD_TILED(f32, float), MAX_GRAD_TILED(f64, double))
+#undef MAX_GRAD_TILED
+        return EMBER_OK;
+    }
 #define MAX_GRAD(SUFFIX, T)                                                                        \
     FOR_EACH_PLANE(out, grad_output, w, 0, T,                                                      \
                    max_grad_plane_##SUFFIX(big_plane, small_plane, (const T *)xs + i * p.H * p.W, &p, w, scratch))
