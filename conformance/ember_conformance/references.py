@@ -253,6 +253,27 @@ REFERENCES.update({
 ACCUMULATING = ACCUMULATING | {"linear", "avg_pool2d", "adaptive_avg_pool2d"}
 
 
+def conv2d_weight_grad_reference(x: np.ndarray, grad: np.ndarray, weight_shape: tuple[int, ...],
+                                 stride: tuple[int, int] = (1, 1), padding: tuple[int, int] = (0, 0),
+                                 dilation: tuple[int, int] = (1, 1), groups: int = 1) -> np.ndarray:
+    """dW[o, c, i, j] = sum over n, oy, ox of grad[n, o, oy, ox] * padded x[n, group's c, oy*s + i*d, ox*s + j*d],
+    in float64."""
+    o, cg, kh, kw = weight_shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = grad.shape[2:]
+    out = np.zeros(weight_shape)
+    og = o // groups
+    for i in range(kh):
+        for j in range(kw):
+            taps = xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            for grp in range(groups):
+                out[grp * og:(grp + 1) * og, :, i, j] = np.einsum(
+                    "nopq,ncpq->oc", grad[:, grp * og:(grp + 1) * og].astype(np.float64),
+                    taps[:, grp * cg:(grp + 1) * cg])
+    return out
+
+
 def adam_reference(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray, *,
                    lr: float, beta1: float, beta2: float, eps: float, step: int, weight_decay: float = 0.0,
                    decoupled: bool = False, maximize: bool = False) -> tuple[np.ndarray, ...]:

@@ -71,23 +71,6 @@ def conv2d_input_grad(dy: np.ndarray, w: np.ndarray, input_shape, stride=(1, 1),
     return dx[:, :, ph:ph + h, pw:pw + wd]
 
 
-def conv2d_weight_grad(x: np.ndarray, dy: np.ndarray, weight_shape, stride=(1, 1), padding=(0, 0),
-                       dilation=(1, 1)) -> np.ndarray:
-    """The gradient of sum(conv2d(x, w) * dy) with respect to w (groups 1): each tap's input view
-    against the output gradient, in float64."""
-    x, dy = x.astype(np.float64), dy.astype(np.float64)
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    _, _, kh, kw = weight_shape
-    oh, ow = dy.shape[2:]
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    dw_ = np.zeros(weight_shape)
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-            dw_[:, :, i, j] = np.einsum("nchw,nohw->oc", patch, dy)
-    return dw_
-
-
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, activation: str | None = None) -> np.ndarray:
     out = x.astype(np.float64) @ w.astype(np.float64).T
     if b is not None:

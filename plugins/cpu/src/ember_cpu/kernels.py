@@ -8,13 +8,13 @@ that are contiguous in every operand merge, which also shortens the C loops' out
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ember_core.errors import IndexOutOfRangeError, KernelError, ShapeError
+from ember_core.ops.optim_composites import adam_coefficients
 from ember_core.views import coalesce
 from ember_cpu._native import ffi, lib
 
@@ -263,14 +263,13 @@ _DECAY_MODES = {(False, False): lib.EMBER_CPU_DECAY_NONE, (True, False): lib.EMB
 
 def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, *, lr: float, beta1: float, beta2: float,
               eps: float, step: int, weight_decay: float, decoupled: bool, maximize: bool) -> None:
-    """The composite's coefficients (ember_core/ops/optim_composites.py), computed the same way."""
-    decay = (1.0 - lr * weight_decay) if decoupled else weight_decay
-    coefficients = ffi.new("ember_cpu_adam *", {
-        "beta1": beta1, "one_minus_beta1": 1.0 - beta1, "beta2": beta2, "one_minus_beta2": 1.0 - beta2,
-        "bias2_scale": 1.0 / math.sqrt(1.0 - beta2**step), "eps": eps, "step_size": lr / (1.0 - beta1**step),
-        "decay": decay, "decay_mode": _DECAY_MODES[bool(weight_decay), bool(weight_decay) and decoupled],
-        "maximize": int(maximize)})
-    _check(lib.ember_cpu_adam_step(*_all_desc(param, grad, exp_avg, exp_avg_sq), coefficients), "adam_step")
+    """With the composite's own coefficients (ember_core.ops.optim_composites.adam_coefficients)."""
+    coefficients = adam_coefficients(lr=lr, beta1=beta1, beta2=beta2, eps=eps, step=step,
+                                      weight_decay=weight_decay, decoupled=decoupled)
+    decay_mode = _DECAY_MODES[bool(weight_decay), bool(weight_decay) and decoupled]
+    native = ffi.new("ember_cpu_adam *", {**coefficients._asdict(), "decay_mode": decay_mode,
+                                          "maximize": int(maximize)})
+    _check(lib.ember_cpu_adam_step(*_all_desc(param, grad, exp_avg, exp_avg_sq), native), "adam_step")
 
 
 def _elementwise_names(section: str) -> list[str]:
