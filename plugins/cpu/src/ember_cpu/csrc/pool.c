@@ -51,6 +51,7 @@ static int64_t avg_span(int64_t o, int64_t n, int64_t k, int64_t s, int64_t p, i
 typedef struct {
     int64_t planes, H, W, OH, OW;
     int threads;
+    int overlapping;       /* windows share inputs (as the composite decides: then it adds)     */
     tap_range *rows;       /* per output row: the window rows that lie inside the input           */
     ember_run *runs;       /* per window column: the outputs of a row whose tap lies inside it    */
     int32_t *tap_at;       /* per tap (window order): its input offset from the window's origin   */
@@ -71,6 +72,7 @@ static int plan_init(pool_plan *p, const ember_tensor *big, const ember_tensor *
     if (taps > INT32_MAX || (w->kh - 1) * w->dh * W + (w->kw - 1) * w->dw > INT32_MAX) return EMBER_ERR_UNSUPPORTED;
     *p = (pool_plan){.planes = big->shape[0] * big->shape[1], .H = H, .W = W, .OH = OH, .OW = OW};
     p->threads = ember_threads_for(p->planes * (H * W + OH * OW * taps), p->planes);
+    p->overlapping = w->sh < w->dh * (w->kh - 1) + 1 || w->sw < w->dw * (w->kw - 1) + 1;
     p->scratch_bytes = round_up((size_t)OW * (sizeof(double) + sizeof(int32_t)));
     size_t sizes[] = {round_up((size_t)OH * sizeof(tap_range)), round_up((size_t)w->kw * sizeof(ember_run)),
                       round_up((size_t)taps * sizeof(int32_t)), round_up((size_t)OH * sizeof(int64_t)),
@@ -175,13 +177,16 @@ static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
                 }                                                                                  \
             const T *g = gout + oy * p->OW;                                                        \
             for (int64_t ox = 0; ox < p->OW; ox++)                                                 \
-                if (at[ox] >= 0) gx[origin + ox * w->sw + p->tap_at[at[ox]]] += g[ox];             \
+                if (at[ox] >= 0) {   /* a single share is copied, -0 included, as the composite does */ \
+                    T *dst = gx + origin + ox * w->sw + p->tap_at[at[ox]];                          \
+                    *dst = p->overlapping ? *dst + g[ox] : g[ox];                                  \
+                }                                                                                  \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
     /* Windows that tile the planes exactly: every input element lies in one window, so each is   \
-     * written once (the gradient at the window's first maximum, +0 + g as the walk above adds it,  \
-     * zero elsewhere), and all planes run as one sequence of window rows. */                      \
+     * written once (the gradient at the window's first maximum, zero elsewhere), and all planes   \
+     * run as one sequence of window rows. */                                                      \
     INLINE void max_grad_tiled_##SUFFIX(T *restrict gx, const T *restrict gout, const T *restrict x, \
                                         int64_t first_row, int64_t last_row, int64_t W, int64_t OW, \
                                         int64_t kh, int64_t kw) {                                  \
@@ -199,10 +204,11 @@ static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
                         at = (at & ~greater) | ((i * W + j) & greater);                            \
                         best = v > best ? v : best;                                                \
                     }                                                                              \
-                T share = (T)0 + g[ox];                                                            \
+                /* zeros, then the share at the maximum: a select per tap compiles to branches     \
+                 * that random data mispredicts (3x slower on rows too short to vectorise) */       \
                 for (int64_t i = 0; i < kh; i++)                                                   \
-                    for (int64_t j = 0; j < kw; j++)                                               \
-                        gr[ox * kw + i * W + j] = i * W + j == at ? share : (T)0;                  \
+                    for (int64_t j = 0; j < kw; j++) gr[ox * kw + i * W + j] = (T)0;               \
+                gr[ox * kw + at] = g[ox];                                                          \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -246,6 +252,54 @@ static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
 
 DEFINE_POOL(f32, float)
 DEFINE_POOL(f64, double)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* max_grad_tiled for float32 2x2 windows, 16 windows per step: the two rows of each window row
+ * are split into their even and odd columns (the windows' four taps, in window order), the
+ * first strictly greater tap wins as in the scalar walk (a NaN never compares greater, so a NaN
+ * tap 0 keeps the window), and the four gradient vectors are interleaved back.  Masks cover
+ * rows of fewer than 16 windows, so planes of any even width take this path. */
+__attribute__((target("avx512f"))) static void max_grad_tiled_2x2_avx512(
+    float *restrict gx, const float *restrict gout, const float *restrict x, int64_t first_row, int64_t last_row,
+    int64_t W, int64_t OW) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
+    for (int64_t r = first_row; r < last_row; r++) {
+        const float *top = x + r * 2 * W, *bottom = top + W, *g = gout + r * OW;
+        float *gtop = gx + r * 2 * W, *gbottom = gtop + W;
+        for (int64_t ox = 0; ox < OW; ox += 16) {
+            int64_t n = ember_min64(16, OW - ox);   /* windows in this step: 2n floats per row */
+            __mmask16 windows = (__mmask16)((1u << n) - 1);
+            __mmask16 first16 = (__mmask16)(n >= 8 ? 0xffff : (1u << 2 * n) - 1);
+            __mmask16 next16 = (__mmask16)(n <= 8 ? 0 : (1u << 2 * (n - 8)) - 1);
+            int64_t at = 2 * ox;
+            __m512 t0 = _mm512_maskz_loadu_ps(first16, top + at), t1 = _mm512_maskz_loadu_ps(next16, top + at + 16);
+            __m512 b0 = _mm512_maskz_loadu_ps(first16, bottom + at);
+            __m512 b1 = _mm512_maskz_loadu_ps(next16, bottom + at + 16);
+            __m512 tap1 = _mm512_permutex2var_ps(t0, odd, t1), tap2 = _mm512_permutex2var_ps(b0, even, b1);
+            __m512 tap3 = _mm512_permutex2var_ps(b0, odd, b1), best = _mm512_permutex2var_ps(t0, even, t1);
+            __mmask16 m1 = _mm512_cmp_ps_mask(tap1, best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, m1, tap1);
+            __mmask16 m2 = _mm512_cmp_ps_mask(tap2, best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, m2, tap2);
+            __mmask16 m3 = _mm512_cmp_ps_mask(tap3, best, _CMP_GT_OQ);
+            __m512 share = _mm512_maskz_loadu_ps(windows, g + ox);
+            __m512 g0 = _mm512_maskz_mov_ps((__mmask16)~(m1 | m2 | m3), share);
+            __m512 g1 = _mm512_maskz_mov_ps((__mmask16)(m1 & ~(m2 | m3)), share);
+            __m512 g2 = _mm512_maskz_mov_ps((__mmask16)(m2 & ~m3), share), g3 = _mm512_maskz_mov_ps(m3, share);
+            _mm512_mask_storeu_ps(gtop + at, first16, _mm512_permutex2var_ps(g0, low, g1));
+            _mm512_mask_storeu_ps(gtop + at + 16, next16, _mm512_permutex2var_ps(g0, high, g1));
+            _mm512_mask_storeu_ps(gbottom + at, first16, _mm512_permutex2var_ps(g2, low, g3));
+            _mm512_mask_storeu_ps(gbottom + at + 16, next16, _mm512_permutex2var_ps(g2, high, g3));
+        }
+    }
+}
+#define HAVE_TILED_2X2_AVX512 1
+#endif
 
 /* x-like (N, C, H, W) and out-like (N, C, OH, OW) contiguous tensors of one dtype. */
 static int valid_planes(const ember_tensor *big, const ember_tensor *small, const ember_cpu_window *w) {
@@ -300,6 +354,11 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
         OW * w->kw == W) {
         int64_t rows = x->shape[0] * x->shape[1] * OH;
         int threads = ember_threads_for(rows * w->kh * W, rows);
+#ifdef HAVE_TILED_2X2_AVX512
+        int vector_2x2 = out->dtype == EMBER_FLOAT32 && __builtin_cpu_supports("avx512f");
+#else
+        int vector_2x2 = 0;
+#endif
 #define MAX_GRAD_TILED(SUFFIX, T)                                                                  \
     _Pragma("omp parallel num_threads(threads)")                                                   \
     {                                                                                              \
@@ -307,7 +366,9 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
         T *gx = (T *)ember_base(out);                                                              \
         const T *gout = (const T *)ember_base(grad_output);                                        \
         int64_t first = rows * t / team, last = rows * (t + 1) / team;                             \
-        if (w->kh == 2 && w->kw == 2) /* constants: the loops unroll into straight-line code */      \
+        if (w->kh == 2 && w->kw == 2 && vector_2x2)                                                \
+            max_grad_tiled_2x2_avx512((float *)gx, (const float *)gout, (const float *)xs, first, last, W, OW); \
+        else if (w->kh == 2 && w->kw == 2) /* constants: the loops unroll into straight-line code */ \
             max_grad_tiled_##SUFFIX(gx, gout, (const T *)xs, first, last, W, OW, 2, 2);            \
         else                                                                                       \
             max_grad_tiled_##SUFFIX(gx, gout, (const T *)xs, first, last, W, OW, w->kh, w->kw);    \
