@@ -5,6 +5,7 @@
 #define EMBER_CPU_COMMON_H
 
 #include <complex.h>
+#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__F16C__) || defined(__AVX512F__)
@@ -103,7 +104,7 @@ static inline ember_run ember_inside_run(int64_t outputs, int64_t n, int64_t off
  * process-wide, whereas omp_set_num_threads only sets the default of the OS thread that called
  * it, and kernels run on whichever Python thread calls them. */
 static inline int ember_threads_for(int64_t work, int64_t tasks) {
-    if (work < EMBER_PARALLEL_GRAIN || tasks < 2) return 1;
+    if (work < EMBER_PARALLEL_GRAIN || tasks < 2 || omp_in_parallel()) return 1;   /* nested: one */
     return (int)ember_min64(ember_cpu_get_num_threads(), tasks);
 }
 

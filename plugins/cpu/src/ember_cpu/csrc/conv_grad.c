@@ -7,12 +7,56 @@
  * gathered tap by tap (im2col, zeros where a tap reads padding; the product reads them as a
  * transposed view).  The core's composite ran one small product per image and then summed the N
  * partial gradients. */
+#include <omp.h>
 #include <stdint.h>
 
 #include "common.h"
 
+/* dst[ox] = src[ox * s] for ox in [r.first, r.last), else 0, for ox < OW: one output row of a
+ * tap's patches (the row of a tap that reads padding on the left or right).  With unit stride
+ * and AVX-512, a masked load and store per 16 (or 8) elements: rows are often a few elements
+ * long (8x8 images: 8), where a loop per element and zeros on either side cost most of the time.
+ * Masked lanes are never read, so src + ox may point before or past the input row. */
+#if defined(__AVX512F__)
+static inline __mmask16 lanes_16(int64_t lo, int64_t hi) {   /* lanes [lo, hi) of 16, clamped */
+    lo = ember_max64(lo, 0), hi = ember_min64(hi, 16);
+    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+static inline __mmask8 lanes_8(int64_t lo, int64_t hi) {
+    lo = ember_max64(lo, 0), hi = ember_min64(hi, 8);
+    return hi <= lo ? 0 : (__mmask8)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+#define UNIT_STRIDE_COPY(U, dst, src, OW, r)                                                       \
+    do {                                                                                           \
+        if (sizeof(U) == 4)                                                                        \
+            for (int64_t ox = 0; ox < (OW); ox += 16)                                              \
+                _mm512_mask_storeu_epi32((dst) + ox, lanes_16(0, (OW) - ox),                      \
+                                         _mm512_maskz_loadu_epi32(lanes_16((r).first - ox, (r).last - ox), \
+                                                                  (src) + ox));                   \
+        else                                                                                       \
+            for (int64_t ox = 0; ox < (OW); ox += 8)                                               \
+                _mm512_mask_storeu_epi64((dst) + ox, lanes_8(0, (OW) - ox),                       \
+                                         _mm512_maskz_loadu_epi64(lanes_8((r).first - ox, (r).last - ox), \
+                                                                  (src) + ox));                   \
+    } while (0)
+#define HAVE_UNIT_STRIDE_COPY 1
+#else
+#define HAVE_UNIT_STRIDE_COPY 0
+#define UNIT_STRIDE_COPY(U, dst, src, OW, r) ((void)0)
+#endif
+
 /* Copies element bits (4 or 8 bytes: float32 or float64); zero bits are +0.0 in both. */
 #define DEFINE_PATCHES(NAME, U)                                                                    \
+    static inline void NAME##_row(U *restrict dst, const U *src, int64_t OW, ember_run r, int64_t s) { \
+        if (HAVE_UNIT_STRIDE_COPY && s == 1) {                                                      \
+            UNIT_STRIDE_COPY(U, dst, src, OW, r);                                                  \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t ox = 0; ox < r.first; ox++) dst[ox] = 0;                                      \
+        for (int64_t ox = r.first; ox < r.last; ox++) dst[ox] = src[ox * s];                       \
+        for (int64_t ox = r.last; ox < OW; ox++) dst[ox] = 0;                                      \
+    }                                                                                              \
+                                                                                                   \
     /* patches[(c, ky, kx)][(n, oy, ox)] for channels [c0, c0 + cg): each output row of a tap is a \
      * run of the input row (unit stride when sw is 1) between zeros where it reads padding */     \
     static void NAME(U *restrict patches, const U *restrict x, int64_t N, int64_t C, int64_t H,   \
@@ -32,10 +76,7 @@
                         memset(dst, 0, (size_t)OW * sizeof(U));                                    \
                         continue;                                                                  \
                     }                                                                              \
-                    const U *src = x + ((n * C + c0 + c) * H + iy) * W + kx * w->dw - w->pw;       \
-                    for (int64_t ox = 0; ox < r.first; ox++) dst[ox] = 0;                          \
-                    for (int64_t ox = r.first; ox < r.last; ox++) dst[ox] = src[ox * w->sw];       \
-                    for (int64_t ox = r.last; ox < OW; ox++) dst[ox] = 0;                          \
+                    NAME##_row(dst, x + ((n * C + c0 + c) * H + iy) * W + kx * w->dw - w->pw, OW, r, w->sw); \
                 }                                                                                  \
         }                                                                                          \
     }
@@ -49,6 +90,21 @@ DEFINE_PATCHES(patches_8, uint64_t)
  * composite's product per image. */
 #define PATCH_BYTES ((int64_t)8 << 20)
 
+/* A small result over a long sum (the demo's 32x16x8x8 -> 32: 32 x 144 outputs, each a sum of
+ * 2048 products) leaves each thread of one product's row or column split a sliver, and copies
+ * both operands to every thread: below PART_OUTPUTS outputs the batch is cut into chunks of about
+ * PART_DEPTH terms instead, one product per chunk, and the chunks run on separate threads. */
+#define PART_OUTPUTS ((int64_t)1 << 16)
+#define PART_DEPTH 512
+
+/* Images per chunk: a function of the shapes alone, so that the sum, taken chunk by chunk in
+ * order, is the same for any thread count. */
+static int64_t images_per_chunk(int64_t N, int64_t plane, int64_t cols, int64_t outputs, int64_t isz) {
+    int64_t chunk = ember_max64(1, ember_min64(N, PATCH_BYTES / (cols * plane * isz)));
+    if (chunk == N && outputs <= PART_OUTPUTS) chunk = ember_max64(1, ember_min64(N, PART_DEPTH / plane));
+    return chunk;
+}
+
 static void add_into(char *dst, const char *src, int64_t n, int dtype) {
     if (dtype == EMBER_FLOAT32)
         for (int64_t i = 0; i < n; i++) ((float *)dst)[i] += ((const float *)src)[i];
@@ -60,6 +116,42 @@ static void add_into(char *dst, const char *src, int64_t n, int dtype) {
 static void matrix_desc(ember_tensor *t, int dtype, void *data, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
     *t = (ember_tensor){.struct_size = sizeof(ember_tensor), .dtype = dtype, .ndim = 2, .data = data,
                         .shape = {rows, cols}, .strides = {rs, cs}};
+}
+
+/* What every chunk's product shares. */
+typedef struct {
+    const ember_tensor *out, *x;
+    const ember_cpu_window *w;
+    int64_t N, C, H, W, OH, OW, cg, og, cols, rows, chunk, groups;
+    char *grad_rows;   /* grad_output as (O, N*OH*OW) */
+} weight_grad_job;
+
+/* Chunk q's product for group grp into result (og, cols), with its patches in the scratch given. */
+static int chunk_product(const weight_grad_job *j, int64_t q, int64_t grp, char *patches, char *result) {
+    int dtype = j->out->dtype;
+    int64_t isz = ember_itemsize[dtype], plane = j->OH * j->OW, n0 = q * j->chunk;
+    int64_t images = ember_min64(j->chunk, j->N - n0), k = images * plane;
+    const char *x0 = ember_base(j->x) + n0 * j->C * j->H * j->W * isz;
+    if (isz == 4)
+        patches_4((uint32_t *)patches, (const uint32_t *)x0, images, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg,
+                  j->cg, j->w);
+    else
+        patches_8((uint64_t *)patches, (const uint64_t *)x0, images, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg,
+                  j->cg, j->w);
+    ember_tensor a, b, c;
+    matrix_desc(&a, dtype, j->grad_rows + (grp * j->og * j->rows + n0 * plane) * isz, j->og, k, j->rows, 1);
+    matrix_desc(&b, dtype, patches, k, j->cols, 1, k);   /* patches^T: column-major */
+    matrix_desc(&c, dtype, result, j->og, j->cols, j->cols, 1);
+    return ember_cpu_matmul(&c, &a, &b);
+}
+
+/* Task t: chunk t / groups for group t % groups.  Chunk 0 writes the result, the others a partial
+ * (chunks - 1 of them, each O x cols) that is added to it afterwards, in chunk order. */
+static int chunk_task(const weight_grad_job *j, int64_t t, char *partials, char *patches) {
+    int64_t q = t / j->groups, grp = t % j->groups, isz = ember_itemsize[j->out->dtype];
+    int64_t result = j->og * j->cols, O = j->og * j->groups;
+    char *dst = q == 0 ? ember_base(j->out) + grp * result * isz : partials + ((q - 1) * O * j->cols + grp * result) * isz;
+    return chunk_product(j, q, grp, patches, dst);
 }
 
 int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output,
@@ -78,43 +170,45 @@ int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x,
     if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
     if (ember_numel(out) == 0) return EMBER_OK;
     int64_t isz = ember_itemsize[out->dtype], plane = OH * OW, rows = N * plane;
-    int64_t cols = cg * w->kh * w->kw, og = O / groups;
+    int64_t cols = cg * w->kh * w->kw, og = O / groups, result = og * cols;
     if (rows == 0) {   /* no term in any sum */
         memset(ember_base(out), 0, (size_t)(ember_numel(out) * isz));
         return EMBER_OK;
     }
-    int64_t chunk = ember_max64(1, ember_min64(N, PATCH_BYTES / (cols * plane * isz)));
-    char *grad_rows = ember_cpu_alloc(O * rows * isz), *patches = ember_cpu_alloc(chunk * plane * cols * isz);
-    char *partial = chunk < N ? ember_cpu_alloc(og * cols * isz) : NULL;
-    int status = grad_rows && patches && (partial || chunk == N) ? EMBER_OK : EMBER_ERR_OUT_OF_MEMORY;
+    weight_grad_job job = {out, x, w, N, C, H, W, OH, OW, cg, og, cols, rows,
+                           images_per_chunk(N, plane, cols, result, isz), groups, NULL};
+    int64_t chunks = (N + job.chunk - 1) / job.chunk, tasks = chunks * groups;
+    /* chunks share the threads, each product then on its own (nested regions run on one thread) */
+    int threads = chunks > 1 ? ember_threads_for(O * cols * rows, tasks) : 1;
+    int64_t patch_floats = (job.chunk * plane * cols + 15) / 16 * 16;
+    /* each thread's patches take memory: no more than two chunks' worth of PATCH_BYTES in all */
+    threads = (int)ember_min64(threads, ember_max64(1, 2 * PATCH_BYTES / (patch_floats * isz)));
+    job.grad_rows = ember_cpu_alloc(O * rows * isz);
+    char *patches = ember_cpu_alloc(threads * patch_floats * isz);
+    char *partials = chunks > 1 ? ember_cpu_alloc((chunks - 1) * O * cols * isz) : NULL;
+    int status = job.grad_rows && patches && (partials || chunks == 1) ? EMBER_OK : EMBER_ERR_OUT_OF_MEMORY;
     if (status == EMBER_OK) {
         /* grad_output (N, O, OH*OW) -> (O, N*OH*OW) */
         const char *g = ember_base(grad_output);
-        int threads = ember_threads_for(O * rows, O);
-#pragma omp parallel for num_threads(threads) schedule(static)
+        int copy_threads = ember_threads_for(O * rows, O);
+#pragma omp parallel for num_threads(copy_threads) schedule(static)
         for (int64_t o = 0; o < O; o++)
             for (int64_t n = 0; n < N; n++)
-                memcpy(grad_rows + (o * N + n) * plane * isz, g + (n * O + o) * plane * isz, (size_t)(plane * isz));
-    }
-    for (int64_t n0 = 0; n0 < N && status == EMBER_OK; n0 += chunk) {
-        int64_t images = ember_min64(chunk, N - n0), k = images * plane;
-        for (int64_t grp = 0; grp < groups && status == EMBER_OK; grp++) {
-            const char *x0 = ember_base(x) + n0 * C * H * W * isz;
-            if (isz == 4)
-                patches_4((uint32_t *)patches, (const uint32_t *)x0, images, C, H, W, OH, OW, grp * cg, cg, w);
-            else
-                patches_8((uint64_t *)patches, (const uint64_t *)x0, images, C, H, W, OH, OW, grp * cg, cg, w);
-            char *dst = ember_base(out) + grp * og * cols * isz;
-            ember_tensor a, b, c;
-            matrix_desc(&a, out->dtype, grad_rows + (grp * og * rows + n0 * plane) * isz, og, k, rows, 1);
-            matrix_desc(&b, out->dtype, patches, k, cols, 1, k);   /* patches^T: column-major */
-            matrix_desc(&c, out->dtype, n0 == 0 ? dst : partial, og, cols, cols, 1);
-            status = ember_cpu_matmul(&c, &a, &b);
-            if (status == EMBER_OK && n0 > 0) add_into(dst, partial, og * cols, out->dtype);
+                memcpy(job.grad_rows + (o * N + n) * plane * isz, g + (n * O + o) * plane * isz, (size_t)(plane * isz));
+        if (threads > 1) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+            for (int64_t t = 0; t < tasks; t++) {
+                int mine = chunk_task(&job, t, partials, patches + omp_get_thread_num() * patch_floats * isz);
+                if (mine != EMBER_OK) __atomic_store_n(&status, mine, __ATOMIC_RELAXED);
+            }
+        } else {   /* not even a one-thread region: inside one, every product's own region made new threads */
+            for (int64_t t = 0; t < tasks && status == EMBER_OK; t++) status = chunk_task(&job, t, partials, patches);
         }
     }
-    ember_cpu_free(grad_rows);
+    if (status == EMBER_OK)
+        for (int64_t q = 1; q < chunks; q++) add_into(ember_base(out), partials + (q - 1) * O * cols * isz, O * cols, out->dtype);
+    ember_cpu_free(job.grad_rows);
     ember_cpu_free(patches);
-    ember_cpu_free(partial);
+    ember_cpu_free(partials);
     return status;
 }
