@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import references as ref
 from ember_conformance.references import conv2d_weight_grad_reference
+from ember_xnnpack import kernels
 from xnnpack_helpers import served_by, traced
 
 import ember_core as em
@@ -167,6 +168,12 @@ WEIGHT_GRAD_CASES = [  # input shape, o, (kh, kw), stride, padding, dilation
 ]
 
 
+@pytest.fixture
+def every_weight_grad(monkeypatch):
+    """The kernel tried on every geometry it can compute, not only where it is faster."""
+    monkeypatch.setattr(kernels, "weight_grad_pays", lambda *sizes: True)
+
+
 def _weight_grad_inputs(rng, shape, o, kernel, stride, padding, dilation):
     params = dict(stride=stride, padding=padding, dilation=dilation)
     oh, ow = ref.conv2d(np.zeros(shape, np.float32), np.zeros((o, shape[1], *kernel), np.float32), None,
@@ -177,7 +184,7 @@ def _weight_grad_inputs(rng, shape, o, kernel, stride, padding, dilation):
 
 
 @pytest.mark.parametrize("case", WEIGHT_GRAD_CASES, ids=lambda c: "x".join(map(str, c[0])) + f"-o{c[1]}-s{c[3][0]}")
-def test_conv2d_weight_grad_matches_reference(rng, case):
+def test_conv2d_weight_grad_matches_reference(rng, case, every_weight_grad):
     shape, o, kernel, *geometry = case
     x, dy, params = _weight_grad_inputs(rng, shape, o, kernel, *geometry)
     weight_shape = (o, shape[1], *kernel)
@@ -188,11 +195,10 @@ def test_conv2d_weight_grad_matches_reference(rng, case):
 
 
 @pytest.mark.parametrize(("shape", "o", "params", "why"), [
-    ((8, 4, 6, 6), 8, {"padding": 1}, "a batch below 16"),
     ((16, 4, 6, 6), 8, {"padding": 1, "groups": 2}, "groups"),
     ((16, 4, 8, 8), 8, {"stride": 3}, "more dropped rows than padding"),
 ])
-def test_conv2d_weight_grad_declines_to_ember_cpu(rng, shape, o, params, why):
+def test_conv2d_weight_grad_declines_to_ember_cpu(rng, shape, o, params, why, every_weight_grad):
     groups = params.get("groups", 1)
     x = rng.standard_normal(shape).astype(np.float32)
     weight_shape = (o, shape[1] // groups, 3, 3)
@@ -208,7 +214,7 @@ def test_conv2d_weight_grad_declines_to_ember_cpu(rng, shape, o, params, why):
 
 @pytest.mark.parametrize("operand", ["x", "grad_output"])
 @pytest.mark.parametrize("special", [np.nan, np.inf, 1e-39])
-def test_conv2d_weight_grad_declines_special_values(rng, operand, special):
+def test_conv2d_weight_grad_declines_special_values(rng, operand, special, every_weight_grad):
     x, dy, params = _weight_grad_inputs(rng, (16, 3, 6, 6), 8, (3, 3), (1, 1), (1, 1), (1, 1))
     (x if operand == "x" else dy)[3, 1, 2, 4] = special
     out, providers = traced(em.conv2d_weight_grad, em.asarray(x), em.asarray(dy), weight_shape=(8, 3, 3, 3),
@@ -219,7 +225,7 @@ def test_conv2d_weight_grad_declines_special_values(rng, operand, special):
     np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(expected))
 
 
-def test_backward_of_conv2d_uses_both_gradient_kernels(rng):
+def test_backward_of_conv2d_uses_both_gradient_kernels(rng, every_weight_grad):
     torch = pytest.importorskip("torch")
     x = rng.standard_normal((16, 4, 9, 9)).astype(np.float32)
     wt = rng.standard_normal((32, 4, 3, 3)).astype(np.float32)
@@ -233,3 +239,19 @@ def test_backward_of_conv2d_uses_both_gradient_kernels(rng):
     np.testing.assert_allclose(ew.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
     assert served_by(log.providers(), "conv2d_input_grad") == {"xnnpack"}
     assert served_by(log.providers(), "conv2d_weight_grad") == {"xnnpack"}
+
+
+@pytest.mark.parametrize(("shape", "o", "served"), [
+    ((32, 16, 8, 8), 32, "xnnpack"),   # the demo's second layer
+    ((32, 32, 4, 4), 64, "xnnpack"),
+    ((32, 1, 8, 8), 16, "cpu"),        # the demo's first layer: one image per operator run
+    ((8, 16, 8, 8), 32, "cpu"),        # a batch below 16
+    ((32, 32, 8, 8), 64, "cpu"),       # 4096 filter values per image, packed on every call
+])
+def test_weight_grad_goes_to_xnnpack_where_it_is_faster(rng, shape, o, served):
+    x, dy, params = _weight_grad_inputs(rng, shape, o, (3, 3), (1, 1), (1, 1), (1, 1))
+    weight_shape = (o, shape[1], 3, 3)
+    out, providers = traced(em.conv2d_weight_grad, em.asarray(x), em.asarray(dy), weight_shape=weight_shape, **params)
+    assert served_by(providers, "conv2d_weight_grad") == {served}
+    ref.assert_close_dot(out.numpy(), conv2d_weight_grad_reference(x, dy, weight_shape, **params),
+                         conv2d_weight_grad_reference(np.abs(x), np.abs(dy), weight_shape, **params))

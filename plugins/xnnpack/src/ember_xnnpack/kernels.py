@@ -165,10 +165,15 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
                 "conv2d_input_grad")
 
 
-# Below this batch ember-cpu's weight gradient is faster: the batch is the depth of every GEMM
-# step in XNNPACK's formulation (2 threads, ember-cpu / XNNPACK time: 32x16x8x8 -> 32 1.6,
-# 64x16x8x8 2.0, 32x3x32x32 -> 16 2.5; 8x16x8x8 0.85, 8x64x56x56 0.8).
-_WEIGHT_GRAD_MIN_BATCH = 16
+def weight_grad_pays(n: int, c: int, o: int, oh: int, ow: int) -> bool:
+    """Where XNNPACK's weight gradient beats ember-cpu's (im2col chunks + GEMM), 2 threads: with a
+    batch (every GEMM step's depth) of 16 or more, at least 16 input channels (the images of one
+    operator run), and at most 2048 filter values per image (O x OH x OW of grad_output, which
+    XNNPACK packs on every call).  xnnpack / ember-cpu time: 32x16x8x8 -> 32 0.87-0.96, 64x16x8x8
+    -> 32 0.82, 16x16x8x8 -> 32 0.88, 32x32x4x4 -> 64 0.65; outside: 32x1x8x8 -> 16 1.6-2.2,
+    32x8x8x8 -> 16 1.09, 32x32x8x8 -> 64 1.08-1.37, 32x16x16x16 -> 32 1.37, 32x3x32x32 -> 32 2.7,
+    16x64x14x14 -> 64 1.5, 8x16x8x8 and 8x64x56x56 (batch 8) 1.2-1.3."""
+    return n >= 16 and c >= 16 and o * oh * ow <= 2048
 
 
 def conv2d_weight_grad(out: Any, x: Any, grad_output: Any, *, stride: tuple[int, int], padding: tuple[int, int],
@@ -176,11 +181,13 @@ def conv2d_weight_grad(out: Any, x: Any, grad_output: Any, *, stride: tuple[int,
     """One XNNPACK convolution over the batch (see exn_conv2d_weight_grad); groups 1 only."""
     if _nothing_to_do(out):
         return None
-    if groups != 1 or not _takes(out, x, grad_output) or x._shape[0] < _WEIGHT_GRAD_MIN_BATCH:
+    if groups != 1 or not _takes(out, x, grad_output):
         return NotImplemented
     n, c, h, w = x._shape
     o, _, kh, kw = out._shape
     oh, ow = grad_output._shape[2:]
+    if not weight_grad_pays(n, c, o, oh, ow):
+        return NotImplemented
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     if not _in_range(n, c, h, w, o, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):
         return NotImplemented
