@@ -253,52 +253,99 @@ static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
 DEFINE_POOL(f32, float)
 DEFINE_POOL(f64, double)
 
+/* Windows that tile the input exactly (stride = kernel, no padding, no dilation, nothing left
+ * over): every input element lies in one window. */
+static int tiles_exactly(const ember_cpu_window *w, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+    return w->sh == w->kh && w->sw == w->kw && !w->ph && !w->pw && w->dh == 1 && w->dw == 1 && OH * w->kh == H &&
+           OW * w->kw == W;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-/* max_grad_tiled for float32 2x2 windows, 16 windows per step: the two rows of each window row
- * are split into their even and odd columns (the windows' four taps, in window order), the
- * first strictly greater tap wins as in the scalar walk (a NaN never compares greater, so a NaN
- * tap 0 keeps the window), and the four gradient vectors are interleaved back.  Masks cover
- * rows of fewer than 16 windows, so planes of any even width take this path. */
-__attribute__((target("avx512f"))) static void max_grad_tiled_2x2_avx512(
-    float *restrict gx, const float *restrict gout, const float *restrict x, int64_t first_row, int64_t last_row,
-    int64_t W, int64_t OW) {
+/* float32 2x2 windows that tile the input, 16 windows per step: the two rows of a window row are
+ * split into their even and odd columns, the windows' four taps in window order; masks cover rows
+ * of fewer than 16 windows, so planes of any even width take this path. */
+#define TARGET_2X2 __attribute__((target("avx512f")))
+
+typedef struct {
+    __mmask16 windows, first16, next16;   /* windows in the step; valid lanes of each row's 32 floats */
+} step_2x2;
+
+TARGET_2X2 static inline step_2x2 step_at(int64_t ox, int64_t OW) {
+    int64_t n = ember_min64(16, OW - ox);
+    return (step_2x2){(__mmask16)((1u << n) - 1), (__mmask16)(n >= 8 ? 0xffff : (1u << 2 * n) - 1),
+                      (__mmask16)(n <= 8 ? 0 : (1u << 2 * (n - 8)) - 1)};
+}
+
+/* tap[k]: tap k of windows ox .. ox + 15 of the window row whose rows are top and bottom */
+TARGET_2X2 static inline void load_taps_2x2(__m512 tap[4], const float *top, const float *bottom, int64_t ox,
+                                            step_2x2 m) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    __m512 t0 = _mm512_maskz_loadu_ps(m.first16, top + 2 * ox), t1 = _mm512_maskz_loadu_ps(m.next16, top + 2 * ox + 16);
+    __m512 b0 = _mm512_maskz_loadu_ps(m.first16, bottom + 2 * ox);
+    __m512 b1 = _mm512_maskz_loadu_ps(m.next16, bottom + 2 * ox + 16);
+    tap[0] = _mm512_permutex2var_ps(t0, even, t1);
+    tap[1] = _mm512_permutex2var_ps(t0, odd, t1);
+    tap[2] = _mm512_permutex2var_ps(b0, even, b1);
+    tap[3] = _mm512_permutex2var_ps(b0, odd, b1);
+}
+
+/* The max as the scalar walk takes it: a tap replaces the running value when greater or NaN. */
+TARGET_2X2 static void max_tiled_2x2_avx512(float *restrict out, const float *restrict x, int64_t first_row,
+                                            int64_t last_row, int64_t W, int64_t OW) {
+    for (int64_t r = first_row; r < last_row; r++)
+        for (int64_t ox = 0; ox < OW; ox += 16) {
+            step_2x2 m = step_at(ox, OW);
+            __m512 tap[4], best = _mm512_set1_ps(-INFINITY);
+            load_taps_2x2(tap, x + r * 2 * W, x + r * 2 * W + W, ox, m);
+            for (int k = 0; k < 4; k++)
+                best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(tap[k], best, _CMP_GT_OQ) |
+                                                    _mm512_cmp_ps_mask(tap[k], tap[k], _CMP_UNORD_Q), tap[k]);
+            _mm512_mask_storeu_ps(out + r * OW + ox, m.windows, best);
+        }
+}
+
+/* The gradient as max_grad_tiled takes it: the first strictly greater tap wins (a NaN never
+ * compares greater, so a NaN tap 0 keeps the window); the four gradient vectors are interleaved
+ * back into the two rows. */
+TARGET_2X2 static void max_grad_tiled_2x2_avx512(float *restrict gx, const float *restrict gout,
+                                                 const float *restrict x, int64_t first_row, int64_t last_row,
+                                                 int64_t W, int64_t OW) {
     const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
     for (int64_t r = first_row; r < last_row; r++) {
-        const float *top = x + r * 2 * W, *bottom = top + W, *g = gout + r * OW;
         float *gtop = gx + r * 2 * W, *gbottom = gtop + W;
         for (int64_t ox = 0; ox < OW; ox += 16) {
-            int64_t n = ember_min64(16, OW - ox);   /* windows in this step: 2n floats per row */
-            __mmask16 windows = (__mmask16)((1u << n) - 1);
-            __mmask16 first16 = (__mmask16)(n >= 8 ? 0xffff : (1u << 2 * n) - 1);
-            __mmask16 next16 = (__mmask16)(n <= 8 ? 0 : (1u << 2 * (n - 8)) - 1);
-            int64_t at = 2 * ox;
-            __m512 t0 = _mm512_maskz_loadu_ps(first16, top + at), t1 = _mm512_maskz_loadu_ps(next16, top + at + 16);
-            __m512 b0 = _mm512_maskz_loadu_ps(first16, bottom + at);
-            __m512 b1 = _mm512_maskz_loadu_ps(next16, bottom + at + 16);
-            __m512 tap1 = _mm512_permutex2var_ps(t0, odd, t1), tap2 = _mm512_permutex2var_ps(b0, even, b1);
-            __m512 tap3 = _mm512_permutex2var_ps(b0, odd, b1), best = _mm512_permutex2var_ps(t0, even, t1);
-            __mmask16 m1 = _mm512_cmp_ps_mask(tap1, best, _CMP_GT_OQ);
-            best = _mm512_mask_mov_ps(best, m1, tap1);
-            __mmask16 m2 = _mm512_cmp_ps_mask(tap2, best, _CMP_GT_OQ);
-            best = _mm512_mask_mov_ps(best, m2, tap2);
-            __mmask16 m3 = _mm512_cmp_ps_mask(tap3, best, _CMP_GT_OQ);
-            __m512 share = _mm512_maskz_loadu_ps(windows, g + ox);
+            step_2x2 m = step_at(ox, OW);
+            __m512 tap[4];
+            load_taps_2x2(tap, x + r * 2 * W, x + r * 2 * W + W, ox, m);
+            __m512 best = tap[0];
+            __mmask16 m1 = _mm512_cmp_ps_mask(tap[1], best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, m1, tap[1]);
+            __mmask16 m2 = _mm512_cmp_ps_mask(tap[2], best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, m2, tap[2]);
+            __mmask16 m3 = _mm512_cmp_ps_mask(tap[3], best, _CMP_GT_OQ);
+            __m512 share = _mm512_maskz_loadu_ps(m.windows, gout + r * OW + ox);
             __m512 g0 = _mm512_maskz_mov_ps((__mmask16)~(m1 | m2 | m3), share);
             __m512 g1 = _mm512_maskz_mov_ps((__mmask16)(m1 & ~(m2 | m3)), share);
             __m512 g2 = _mm512_maskz_mov_ps((__mmask16)(m2 & ~m3), share), g3 = _mm512_maskz_mov_ps(m3, share);
-            _mm512_mask_storeu_ps(gtop + at, first16, _mm512_permutex2var_ps(g0, low, g1));
-            _mm512_mask_storeu_ps(gtop + at + 16, next16, _mm512_permutex2var_ps(g0, high, g1));
-            _mm512_mask_storeu_ps(gbottom + at, first16, _mm512_permutex2var_ps(g2, low, g3));
-            _mm512_mask_storeu_ps(gbottom + at + 16, next16, _mm512_permutex2var_ps(g2, high, g3));
+            _mm512_mask_storeu_ps(gtop + 2 * ox, m.first16, _mm512_permutex2var_ps(g0, low, g1));
+            _mm512_mask_storeu_ps(gtop + 2 * ox + 16, m.next16, _mm512_permutex2var_ps(g0, high, g1));
+            _mm512_mask_storeu_ps(gbottom + 2 * ox, m.first16, _mm512_permutex2var_ps(g2, low, g3));
+            _mm512_mask_storeu_ps(gbottom + 2 * ox + 16, m.next16, _mm512_permutex2var_ps(g2, high, g3));
         }
     }
 }
-#define HAVE_TILED_2X2_AVX512 1
+
+static int vector_2x2(const ember_cpu_window *w, int dtype) {
+    return w->kh == 2 && w->kw == 2 && dtype == EMBER_FLOAT32 && __builtin_cpu_supports("avx512f");
+}
+#else
+static int vector_2x2(const ember_cpu_window *w, int dtype) { return 0; }
+#define max_tiled_2x2_avx512(...) ((void)0)
+#define max_grad_tiled_2x2_avx512(...) ((void)0)
 #endif
 
 /* x-like (N, C, H, W) and out-like (N, C, OH, OW) contiguous tensors of one dtype. */
@@ -338,6 +385,17 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
 
 int ember_cpu_max_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w) {
     if (!valid_planes(x, out, w)) return EMBER_ERR_INVALID_ARGUMENT;
+    int64_t H = x->shape[2], W = x->shape[3], OH = out->shape[2], OW = out->shape[3];
+    if (tiles_exactly(w, H, W, OH, OW) && vector_2x2(w, out->dtype)) {   /* all planes as one run of window rows */
+        int64_t rows = x->shape[0] * x->shape[1] * OH;
+#pragma omp parallel num_threads(ember_threads_for(rows * 2 * W, rows))
+        {
+            int t = omp_get_thread_num(), team = omp_get_num_threads();
+            max_tiled_2x2_avx512((float *)ember_base(out), (const float *)ember_base(x), rows * t / team,
+                                 rows * (t + 1) / team, W, OW);
+        }
+        return EMBER_OK;
+    }
 #define MAX_POOL(SUFFIX, T) FOR_EACH_PLANE(x, out, w, 0, T, max_plane_##SUFFIX(small_plane, big_plane, &p, w, scratch))
     DISPATCH_FLOAT(out->dtype, MAX_POOL(f32, float), MAX_POOL(f64, double))
 #undef MAX_POOL
@@ -350,15 +408,9 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
         return EMBER_ERR_INVALID_ARGUMENT;
     const void *xs = ember_base(x);
     int64_t H = x->shape[2], W = x->shape[3], OH = grad_output->shape[2], OW = grad_output->shape[3];
-    if (w->sh == w->kh && w->sw == w->kw && !w->ph && !w->pw && w->dh == 1 && w->dw == 1 && OH * w->kh == H &&
-        OW * w->kw == W) {
+    if (tiles_exactly(w, H, W, OH, OW)) {
         int64_t rows = x->shape[0] * x->shape[1] * OH;
-        int threads = ember_threads_for(rows * w->kh * W, rows);
-#ifdef HAVE_TILED_2X2_AVX512
-        int vector_2x2 = out->dtype == EMBER_FLOAT32 && __builtin_cpu_supports("avx512f");
-#else
-        int vector_2x2 = 0;
-#endif
+        int threads = ember_threads_for(rows * w->kh * W, rows), vector = vector_2x2(w, out->dtype);
 #define MAX_GRAD_TILED(SUFFIX, T)                                                                  \
     _Pragma("omp parallel num_threads(threads)")                                                   \
     {                                                                                              \
@@ -366,7 +418,7 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
         T *gx = (T *)ember_base(out);                                                              \
         const T *gout = (const T *)ember_base(grad_output);                                        \
         int64_t first = rows * t / team, last = rows * (t + 1) / team;                             \
-        if (w->kh == 2 && w->kw == 2 && vector_2x2)                                                \
+        if (vector)                                                                                \
             max_grad_tiled_2x2_avx512((float *)gx, (const float *)gout, (const float *)xs, first, last, W, OW); \
         else if (w->kh == 2 && w->kw == 2) /* constants: the loops unroll into straight-line code */ \
             max_grad_tiled_##SUFFIX(gx, gout, (const T *)xs, first, last, W, OW, 2, 2);            \
