@@ -11,7 +11,7 @@ from xnnpack_helpers import served_by, traced
 import ember_core as em
 
 MAX_CASES = [  # shape, kernel, stride, padding, dilation, ceil_mode
-    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((2, 3, 9, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),  # the last row dropped: not tiling
     ((1, 4, 9, 7), (3, 3), (2, 2), (1, 1), (1, 1), False),
     ((2, 5, 9, 7), (3, 3), (2, 2), (1, 1), (1, 1), True),  # ceil mode: extra bottom/right padding
     ((1, 2, 10, 11), (3, 2), (1, 3), (1, 0), (1, 1), True),
@@ -76,9 +76,20 @@ def test_declined_parameters_are_answered_by_the_next_provider(rng, op, args):
 def test_special_inputs_are_declined_and_kept(op, special):
     """XNNPACK's output clamps turn NaN into +-inf and it flushes subnormals: such inputs go to the
     next provider."""
-    x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
+    x = np.arange(40, dtype=np.float32).reshape(1, 2, 5, 4)   # 5 rows: max_pool2d's 2x2 windows do not tile it
+    _, providers = traced(getattr(em, op), em.asarray(x), 2, 2)
+    assert served_by(providers, op) == {"xnnpack"}
     x[0, 1, 2, 3] = special
     out, providers = traced(getattr(em, op), em.asarray(x), 2, 2)
     assert "xnnpack" not in served_by(providers, op)
     expected = getattr(ref, op)(x, (2, 2), (2, 2))
     np.testing.assert_array_equal(out.numpy(), expected.astype(np.float32))
+
+
+def test_tiling_2x2_max_pool_goes_to_ember_cpu(rng):
+    """ember-cpu runs 2x2 windows that tile the input faster than XNNPACK; 3x3 windows stay."""
+    x = em.asarray(rng.standard_normal((2, 3, 8, 10)).astype(np.float32))
+    _, providers = traced(em.max_pool2d, x, 2)
+    assert served_by(providers, "max_pool2d") == {"cpu"}
+    _, providers = traced(em.max_pool2d, x, 3, 2, 1)
+    assert served_by(providers, "max_pool2d") == {"xnnpack"}
