@@ -218,3 +218,68 @@ def test_gradients_flow_through_the_native_kernel():
     want = direct_conv(x, w, b, padding=(1, 1))
     np.testing.assert_allclose(np.asarray(y), want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.asarray(eb.grad), 2 * want.sum(axis=(0, 2, 3)), rtol=1e-10)
+
+
+# ---- conv2d_input_grad: the same kernel on the transposed, flipped weight -----------------------
+
+def direct_input_grad(g: np.ndarray, w: np.ndarray, x_shape: tuple[int, ...], padding: tuple[int, int]) -> np.ndarray:
+    """The definition, in float64: each output element's gradient goes back to the inputs its
+    window read, dx[n, c, i*1 - ph + p, j - pw + q] += g[n, o, i, j] * w[o, c, p, q]."""
+    (n, c, h, wd), (ph, pw) = x_shape, padding
+    oh, ow = g.shape[2:]
+    dx = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    for p in range(3):
+        for q in range(3):
+            dx[:, :, p:p + oh, q:q + ow] += np.einsum("noij,oc->ncij", g.astype(np.float64),
+                                                      w[:, :, p, q].astype(np.float64))
+    return dx[:, :, ph:ph + h, pw:pw + wd]
+
+
+def run_input_grad(g: np.ndarray, w: np.ndarray, x_shape, padding, provider: str | None) -> np.ndarray:
+    with dispatch.providers(exclude=["xnnpack"]), dispatch.trace() as log:
+        got = np.asarray(em.conv2d_input_grad(em.asarray(g), em.asarray(w), input_shape=x_shape, padding=padding))
+    assert {p for (op, _, _, p, _), _n in log.counts.items() if op == "conv2d_input_grad"} == {provider}, log.counts
+    return got
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n, c, o, h, w, padding", [s for s in SHAPES if max(s[5]) <= 2 and
+                                                    min(s[3] + 2 * s[5][0], s[4] + 2 * s[5][1]) >= 3])
+def test_input_grad_matches_the_definition(dtype, n, c, o, h, w, padding):
+    x, wt, _ = random_case((n, c, h, w), o, dtype, seed=n * 100 + o)
+    g = np.random.default_rng(c).standard_normal((n, o, h + 2 * padding[0] - 2, w + 2 * padding[1] - 2)).astype(dtype)
+    got = run_input_grad(g, wt, x.shape, padding, "cpu")
+    assert_conv_close(got, direct_input_grad(g, wt, x.shape, padding), g, wt.transpose(1, 0, 2, 3), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_input_grad_special_values_reach_exactly_the_inputs_they_touch(dtype):
+    """The directly recomputed outputs read the weight transposed and flipped too."""
+    _, wt, _ = random_case((2, 4, 9, 10), 3, dtype, seed=5)
+    g = np.random.default_rng(6).standard_normal((2, 3, 9, 10)).astype(dtype)
+    g[0, 1, 4, 4] = np.nan
+    g[1, 0, 2, 7] = np.inf
+    wt[0, 2, 0, 2] = 0.0   # Inf * 0: NaN in input channel 2 only, at one corner of the window
+    got = run_input_grad(g, wt, (2, 4, 9, 10), (1, 1), "cpu")
+    want = direct_input_grad(g, wt, (2, 4, 9, 10), (1, 1))
+    finite = np.isfinite(want)
+    assert not finite.all()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    assert_conv_close(np.where(finite, got, 0), np.where(finite, want, 0), np.nan_to_num(g, posinf=0, neginf=0),
+                      wt.transpose(1, 0, 2, 3), dtype)
+
+
+@pytest.mark.parametrize(("padding", "stride"), [((3, 3), (1, 1)), ((1, 1), (2, 2))])
+def test_input_grad_declines_other_geometries(padding, stride):
+    torch = pytest.importorskip("torch")
+    _, wt, _ = random_case((2, 3, 9, 9), 4, "float64", seed=8)
+    oh = (9 + 2 * padding[0] - 3) // stride[0] + 1
+    g = np.random.default_rng(9).standard_normal((2, 4, oh, oh))
+    with dispatch.providers(exclude=["xnnpack"]), dispatch.trace() as log:
+        got = em.conv2d_input_grad(em.asarray(g), em.asarray(wt), input_shape=(2, 3, 9, 9), padding=padding,
+                                   stride=stride)
+    assert "cpu" not in {p for (op, _, _, p, _), _n in log.counts.items() if op == "conv2d_input_grad"}
+    want = torch.nn.grad.conv2d_input((2, 3, 9, 9), torch.from_numpy(wt), torch.from_numpy(g), stride=stride,
+                                      padding=padding)
+    np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-10, atol=1e-10)

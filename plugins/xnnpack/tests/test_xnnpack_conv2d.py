@@ -135,7 +135,7 @@ GRAD_CASES = [  # input shape, o, (kh, kw), stride, padding, dilation, groups
     ((3, 5, 6, 8), 7, (1, 1), (1, 1), (0, 0), (1, 1), 1),
     ((2, 16, 12, 12), 32, (5, 5), (3, 3), (2, 2), (1, 1), 1),
     ((2, 3, 8, 8), 1, (3, 3), (1, 1), (0, 0), (1, 1), 1),  # one output channel
-    ((2, 5, 9, 7), 6, (3, 3), (1, 1), (1, 1), (1, 1), 1),  # left to the composite's Winograd conv
+    ((2, 5, 9, 7), 6, (3, 3), (1, 1), (1, 1), (1, 1), 1),  # left to ember-cpu's Winograd kernel
 ]
 
 
@@ -149,12 +149,10 @@ def test_conv2d_input_grad_matches_reference(rng, case):
     out, providers = traced(em.conv2d_input_grad, em.asarray(dy), em.asarray(wt), input_shape=shape, **params)
     magnitude = ref.conv2d_input_grad(np.abs(dy), np.abs(wt), shape, **params)
     ref.assert_close_dot(out.numpy(), ref.conv2d_input_grad(dy, wt, shape, **params), magnitude)
-    # a stride-1 3x3 input gradient is the convolution with the flipped kernel: the core's composite
-    # runs it on ember-cpu's Winograd kernel, faster than XNNPACK's deconvolution
+    # a stride-1 3x3 input gradient is the convolution with the flipped kernel: ember-cpu runs it on
+    # its Winograd kernel, faster than XNNPACK's deconvolution
     winograd = (kh, kw, stride, dilation, groups) == (3, 3, (1, 1), (1, 1), 1) and o > 1 and max(padding) <= 2
-    assert served_by(providers, "conv2d_input_grad") == {"composite" if winograd else "xnnpack"}
-    if winograd:
-        assert served_by(providers, "conv2d") == {"cpu"}
+    assert served_by(providers, "conv2d_input_grad") == {"cpu" if winograd else "xnnpack"}
 
 
 WEIGHT_GRAD_CASES = [  # input shape, o, (kh, kw), stride, padding, dilation

@@ -177,6 +177,22 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
     return None
 
 
+def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[int, int],
+                      padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Any:
+    """The 3x3 stride-1 case (padding 0-2) as the Winograd kernel on the transposed, flipped weight,
+    read in place; the core's composite copied that weight first.  Everything else declines."""
+    if (weight._shape[2:] != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or groups != 1
+            or not all(0 <= p <= 2 for p in padding) or out._dtype.name not in _CONV_DTYPES
+            or not out._numel or not grad_output._numel or not all(t._contig for t in (out, grad_output, weight))):
+        return NotImplemented
+    (n, c, h, w), (ph, pw) = out._shape, padding
+    if weight._shape[1] != c or grad_output._shape != (n, weight._shape[0], h + 2 * ph - 2, w + 2 * pw - 2):
+        raise ShapeError(f"ember-cpu conv2d_input_grad: grad_output {grad_output._shape}, weight {weight._shape} "
+                         f"and out {out._shape} do not fit (a core bug)")
+    _check(lib.ember_cpu_conv2d_3x3_input_grad(*_all_desc(out, grad_output, weight), ph, pw), "conv2d_input_grad")
+    return None
+
+
 def _window(kernel_size: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
             dilation: tuple[int, int] = (1, 1)) -> Any:
     return ffi.new("ember_cpu_window *", (*kernel_size, *stride, *padding, *dilation))
@@ -298,7 +314,7 @@ KERNELS: dict[str, Callable[..., None]] = {
     "argsort": _sort("argsort", lib.ember_cpu_argsort),
     "matmul": matmul,
     "linear": linear,
-    "conv2d": conv2d,
+    "conv2d": conv2d, "conv2d_input_grad": conv2d_input_grad,
     "conv2d_weight_grad": conv2d_weight_grad,
     "max_pool2d": _pool("max_pool2d", lib.ember_cpu_max_pool2d, averaging=False),
     "max_pool2d_grad": _pool("max_pool2d_grad", lib.ember_cpu_max_pool2d_grad, averaging=False),

@@ -56,7 +56,15 @@ typedef struct {
     int64_t tb;                        /* tiles per block, a multiple of the micro-kernel's  */
     int64_t blocks;
     int relu;
+    /* where the 3x3 taps of output channel o and input channel c start (o * w_o + c * w_c), and
+     * whether they are read reversed: conv2d_input_grad convolves with the transposed, flipped
+     * kernel, read in place */
+    int64_t w_o, w_c;
+    int flipped;
 } conv_geom;
+
+/* tap k (row-major) of the 3x3 kernel at w */
+#define TAP(g, w, k) ((w)[(g)->flipped ? 8 - (k) : (k)])
 
 /* A run of consecutive tiles within one tile row: image n, tile row i, tile columns j0..j0+len-1,
  * the first of them `local` tiles after the start of the block or panel being walked. */
@@ -114,24 +122,51 @@ static int valid_operands(const ember_tensor *out, const ember_tensor *x, const 
            out->shape[2] == x->shape[2] + 2 * ph - 2 && out->shape[3] == x->shape[3] + 2 * pw - 2;
 }
 
+/* The tiling of g's output, then the typed kernel. */
+static int run_conv3x3(conv_geom *g, const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                       const ember_tensor *bias) {
+    if (ember_numel(out) == 0) return EMBER_OK;
+    if (g->C == 0) return EMBER_ERR_INVALID_ARGUMENT;   /* the caller fills out with the bias (or zeros) */
+    g->tiles_h = (g->OH + 1) / 2;
+    g->tiles_w = (g->OW + 1) / 2;
+    g->tiles = g->N * g->tiles_h * g->tiles_w;
+    g->O_pad = (g->O + MR - 1) / MR * MR;
+    const void *b = bias ? ember_base(bias) : NULL;
+    if (out->dtype == EMBER_FLOAT32)
+        return conv3x3_f32(g, &(operands_f32){(float *)ember_base(out), (const float *)ember_base(x),
+                                               (const float *)ember_base(weight), b});
+    return conv3x3_f64(g, &(operands_f64){(double *)ember_base(out), (const double *)ember_base(x),
+                                           (const double *)ember_base(weight), b});
+}
+
 int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
                          const ember_tensor *bias, int64_t pad_h, int64_t pad_w, int relu) {
     if (!valid_operands(out, x, weight, bias, pad_h, pad_w)) return EMBER_ERR_INVALID_ARGUMENT;
     if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
     conv_geom g = {.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .O = weight->shape[0],
-                   .OH = out->shape[2], .OW = out->shape[3], .ph = pad_h, .pw = pad_w, .relu = relu != 0};
-    if (ember_numel(out) == 0) return EMBER_OK;
-    if (g.C == 0) return EMBER_ERR_INVALID_ARGUMENT;   /* the caller fills out with the bias instead */
-    g.tiles_h = (g.OH + 1) / 2;
-    g.tiles_w = (g.OW + 1) / 2;
-    g.tiles = g.N * g.tiles_h * g.tiles_w;
-    g.O_pad = (g.O + MR - 1) / MR * MR;
-    const void *b = bias ? ember_base(bias) : NULL;
-    if (out->dtype == EMBER_FLOAT32)
-        return conv3x3_f32(&g, &(operands_f32){(float *)ember_base(out), (const float *)ember_base(x),
-                                                (const float *)ember_base(weight), b});
-    return conv3x3_f64(&g, &(operands_f64){(double *)ember_base(out), (const double *)ember_base(x),
-                                            (const double *)ember_base(weight), b});
+                   .OH = out->shape[2], .OW = out->shape[3], .ph = pad_h, .pw = pad_w, .relu = relu != 0,
+                   .w_o = x->shape[1] * 9, .w_c = 9};
+    return run_conv3x3(&g, out, x, weight, bias);
+}
+
+/* A stride-1 transposed convolution is a convolution with the transposed, flipped kernel and
+ * padding 2 - p: the same Winograd kernel, reading weight (O, C, 3, 3) as (C, O, 3, 3) reversed. */
+int ember_cpu_conv2d_3x3_input_grad(const ember_tensor *out, const ember_tensor *grad_output,
+                                    const ember_tensor *weight, int64_t pad_h, int64_t pad_w) {
+    if (ember_check_desc(out) || ember_check_desc(grad_output) || ember_check_desc(weight) || out->ndim != 4 ||
+        grad_output->ndim != 4 || weight->ndim != 4 || grad_output->dtype != out->dtype ||
+        weight->dtype != out->dtype || !ember_is_contiguous(out) || !ember_is_contiguous(grad_output) ||
+        !ember_is_contiguous(weight) || pad_h < 0 || pad_h > 2 || pad_w < 0 || pad_w > 2)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    int64_t N = out->shape[0], C = out->shape[1], H = out->shape[2], W = out->shape[3], O = weight->shape[0];
+    if (weight->shape[1] != C || weight->shape[2] != 3 || weight->shape[3] != 3 || grad_output->shape[0] != N ||
+        grad_output->shape[1] != O || grad_output->shape[2] != H + 2 * pad_h - 2 ||
+        grad_output->shape[3] != W + 2 * pad_w - 2)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
+    conv_geom g = {.N = N, .C = O, .H = grad_output->shape[2], .W = grad_output->shape[3], .O = C, .OH = H, .OW = W,
+                   .ph = 2 - pad_h, .pw = 2 - pad_w, .w_o = 9, .w_c = C * 9, .flipped = 1};
+    return run_conv3x3(&g, out, grad_output, weight, NULL);
 }
 
 #else /* ---- the typed part: CONV_T is float or double, CONV_NAME(f) names f for it ----------- */
@@ -151,12 +186,12 @@ static void CONV_NAME(transform_weights)(const conv_geom *g, const T *weight, T 
         int64_t o = p / g->C, c = p % g->C;
         double gg[4][3] = {{0}}, u[4][4];
         if (o < g->O) {
-            const T *w = weight + p * 9;
+            const T *w = weight + o * g->w_o + c * g->w_c;
             for (int q = 0; q < 3; q++) {
-                gg[0][q] = w[q];
-                gg[1][q] = 0.5 * ((double)w[q] + w[3 + q] + w[6 + q]);
-                gg[2][q] = 0.5 * ((double)w[q] - w[3 + q] + w[6 + q]);
-                gg[3][q] = w[6 + q];
+                gg[0][q] = TAP(g, w, q);
+                gg[1][q] = 0.5 * ((double)TAP(g, w, q) + TAP(g, w, 3 + q) + TAP(g, w, 6 + q));
+                gg[2][q] = 0.5 * ((double)TAP(g, w, q) - TAP(g, w, 3 + q) + TAP(g, w, 6 + q));
+                gg[3][q] = TAP(g, w, 6 + q);
             }
         }
         for (int a = 0; a < 4; a++) {
@@ -289,12 +324,12 @@ static T CONV_NAME(direct_output)(const conv_geom *g, const CONV_NAME(operands) 
                                   int64_t oy, int64_t ox) {
     T sum = a->bias ? a->bias[o] : 0;
     for (int64_t c = 0; c < g->C; c++) {
-        const T *image = a->x + (n * g->C + c) * g->H * g->W, *w = a->weight + (o * g->C + c) * 9;
+        const T *image = a->x + (n * g->C + c) * g->H * g->W, *w = a->weight + o * g->w_o + c * g->w_c;
         for (int64_t p = 0; p < 3; p++) {
             int64_t y = oy - g->ph + p;
             for (int64_t q = 0; q < 3 && y >= 0 && y < g->H; q++) {
                 int64_t col = ox - g->pw + q;
-                if (col >= 0 && col < g->W) sum += image[y * g->W + col] * w[p * 3 + q];
+                if (col >= 0 && col < g->W) sum += image[y * g->W + col] * TAP(g, w, p * 3 + q);
             }
         }
     }

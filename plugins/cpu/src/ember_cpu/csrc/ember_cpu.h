@@ -112,6 +112,11 @@ int ember_cpu_linear(const ember_tensor *out, const ember_tensor *x, const ember
  * outputs it makes non-finite recomputed directly.  float32/float64, every operand contiguous. */
 int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
                          const ember_tensor *bias, int64_t pad_h, int64_t pad_w, int relu);
+/* out(N, C, H, W) = conv2d's gradient with respect to x from grad_output (N, O, H + 2 pad_h - 2,
+ * W + 2 pad_w - 2) and weight (O, C, 3, 3), the conv's padding 0-2: the same kernel on the
+ * transposed, flipped weight (read in place) with padding 2 - pad. */
+int ember_cpu_conv2d_3x3_input_grad(const ember_tensor *out, const ember_tensor *grad_output,
+                                    const ember_tensor *weight, int64_t pad_h, int64_t pad_w);
 
 /* ---- convolution gradients (conv_grad.c) -------------------------------------------------- */
 /* A pooling or convolution window: kernel (kh, kw), stride, zero-or-more padding and dilation,
