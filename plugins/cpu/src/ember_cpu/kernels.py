@@ -157,13 +157,21 @@ def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) 
 _CONV_DTYPES = frozenset({"float32", "float64"})
 
 
+def _winograd_takes(weight: Any, stride: tuple[int, int], dilation: tuple[int, int], groups: int,
+                    *tensors: Any) -> bool:
+    """conv.c's Winograd kernel: 3x3, stride 1, dilation 1, groups 1, float32/float64, every tensor
+    (None: an absent bias) contiguous and non-empty."""
+    present = [t for t in tensors if t is not None]
+    return (weight._shape[2:] == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
+            and weight._dtype.name in _CONV_DTYPES and all(t._contig for t in (weight, *present))
+            and all(t._numel for t in present))
+
+
 def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
            dilation: tuple[int, int], groups: int, activation: str | None) -> Any:
     """3x3 kernels at stride 1, dilation 1, groups 1 run Winograd F(2x2, 3x3) (conv.c); every other
     call, and an empty one, is declined to the next provider or the core's composite."""
-    if (weight._shape[2:] != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or groups != 1
-            or activation not in (None, "relu") or x._dtype.name not in _CONV_DTYPES or not x._numel
-            or not out._numel or not all(t._contig for t in (out, x, weight, *(() if bias is None else (bias,))))):
+    if activation not in (None, "relu") or not _winograd_takes(weight, stride, dilation, groups, out, x, bias):
         return NotImplemented
     n, c, h, w = x._shape
     o = weight._shape[0]
@@ -181,9 +189,8 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
                       padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Any:
     """The 3x3 stride-1 case (padding 0-2) as the Winograd kernel on the transposed, flipped weight,
     read in place; the core's composite copied that weight first.  Everything else declines."""
-    if (weight._shape[2:] != (3, 3) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or groups != 1
-            or not all(0 <= p <= 2 for p in padding) or out._dtype.name not in _CONV_DTYPES
-            or not out._numel or not grad_output._numel or not all(t._contig for t in (out, grad_output, weight))):
+    if not all(0 <= p <= 2 for p in padding) or not _winograd_takes(weight, stride, dilation, groups, out,
+                                                                     grad_output):
         return NotImplemented
     (n, c, h, w), (ph, pw) = out._shape, padding
     if weight._shape[1] != c or grad_output._shape != (n, weight._shape[0], h + 2 * ph - 2, w + 2 * pw - 2):
