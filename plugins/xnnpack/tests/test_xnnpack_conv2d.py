@@ -239,16 +239,19 @@ def test_backward_of_conv2d_uses_both_gradient_kernels(rng, every_weight_grad):
     assert served_by(log.providers(), "conv2d_weight_grad") == {"xnnpack"}
 
 
-@pytest.mark.parametrize(("shape", "o", "served"), [
-    ((32, 16, 8, 8), 32, "xnnpack"),   # the demo's second layer
-    ((32, 32, 4, 4), 64, "xnnpack"),
-    ((32, 1, 8, 8), 16, "cpu"),        # the demo's first layer: one image per operator run
-    ((8, 16, 8, 8), 32, "cpu"),        # a batch below 16
-    ((32, 32, 8, 8), 64, "cpu"),       # 4096 filter values per image, packed on every call
+@pytest.mark.parametrize(("shape", "o", "kernel", "padding", "served"), [
+    ((32, 16, 8, 8), 32, (3, 3), (0, 0), "xnnpack"),
+    ((32, 32, 6, 6), 64, (3, 3), (0, 0), "xnnpack"),
+    ((32, 16, 8, 8), 32, (5, 5), (2, 2), "xnnpack"),
+    ((32, 16, 8, 8), 32, (3, 3), (1, 1), "cpu"),   # the demo's second layer: ember-cpu's direct kernel
+    ((32, 16, 8, 8), 32, (1, 1), (0, 0), "cpu"),   # one GEMM in ember-cpu
+    ((32, 1, 8, 8), 16, (3, 3), (0, 0), "cpu"),    # one input channel: one image per operator run
+    ((8, 16, 8, 8), 32, (3, 3), (0, 0), "cpu"),    # a batch below 16
+    ((32, 32, 8, 8), 64, (3, 3), (0, 0), "cpu"),   # 2304 filter values per image, packed on every call
 ])
-def test_weight_grad_goes_to_xnnpack_where_it_is_faster(rng, shape, o, served):
-    x, dy, params = _weight_grad_inputs(rng, shape, o, (3, 3), (1, 1), (1, 1), (1, 1))
-    weight_shape = (o, shape[1], 3, 3)
+def test_weight_grad_goes_to_xnnpack_where_it_is_faster(rng, shape, o, kernel, padding, served):
+    x, dy, params = _weight_grad_inputs(rng, shape, o, kernel, (1, 1), padding, (1, 1))
+    weight_shape = (o, shape[1], *kernel)
     out, providers = traced(em.conv2d_weight_grad, em.asarray(x), em.asarray(dy), weight_shape=weight_shape, **params)
     assert served_by(providers, "conv2d_weight_grad") == {served}
     ref.assert_close_dot(out.numpy(), conv2d_weight_grad_reference(x, dy, weight_shape, **params),
