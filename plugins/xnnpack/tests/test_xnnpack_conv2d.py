@@ -239,18 +239,18 @@ def test_backward_of_conv2d_uses_both_gradient_kernels(rng, every_weight_grad):
     assert served_by(log.providers(), "conv2d_weight_grad") == {"xnnpack"}
 
 
-@pytest.mark.parametrize(("shape", "o", "kernel", "padding", "served"), [
-    ((32, 16, 8, 8), 32, (3, 3), (0, 0), "xnnpack"),
-    ((32, 32, 6, 6), 64, (3, 3), (0, 0), "xnnpack"),
-    ((32, 16, 8, 8), 32, (5, 5), (2, 2), "xnnpack"),
-    ((32, 16, 8, 8), 32, (3, 3), (1, 1), "cpu"),   # the demo's second layer: ember-cpu's direct kernel
-    ((32, 16, 8, 8), 32, (1, 1), (0, 0), "cpu"),   # one GEMM in ember-cpu
-    ((32, 1, 8, 8), 16, (3, 3), (0, 0), "cpu"),    # one input channel: one image per operator run
-    ((8, 16, 8, 8), 32, (3, 3), (0, 0), "cpu"),    # a batch below 16
-    ((32, 32, 8, 8), 64, (3, 3), (0, 0), "cpu"),   # 2304 filter values per image, packed on every call
+@pytest.mark.parametrize(("shape", "o", "kernel", "stride", "padding", "served"), [
+    ((32, 16, 10, 10), 32, (3, 3), (2, 2), (1, 1), "xnnpack"),
+    ((32, 16, 8, 8), 32, (5, 5), (1, 1), (2, 2), "xnnpack"),
+    ((32, 16, 8, 8), 32, (3, 3), (1, 1), (1, 1), "cpu"),   # the demo's second layer: ember-cpu's direct kernel
+    ((32, 16, 8, 8), 32, (3, 3), (1, 1), (0, 0), "cpu"),   # the same kernel
+    ((32, 16, 8, 8), 32, (1, 1), (1, 1), (0, 0), "cpu"),   # one GEMM in ember-cpu
+    ((32, 1, 8, 8), 16, (5, 5), (1, 1), (2, 2), "cpu"),    # one input channel: one image per operator run
+    ((8, 16, 8, 8), 32, (5, 5), (1, 1), (2, 2), "cpu"),    # a batch below 16
+    ((32, 32, 8, 8), 64, (5, 5), (1, 1), (2, 2), "cpu"),   # 4096 filter values per image, packed on every call
 ])
-def test_weight_grad_goes_to_xnnpack_where_it_is_faster(rng, shape, o, kernel, padding, served):
-    x, dy, params = _weight_grad_inputs(rng, shape, o, kernel, (1, 1), padding, (1, 1))
+def test_weight_grad_goes_to_xnnpack_where_it_is_faster(rng, shape, o, kernel, stride, padding, served):
+    x, dy, params = _weight_grad_inputs(rng, shape, o, kernel, stride, padding, (1, 1))
     weight_shape = (o, shape[1], *kernel)
     out, providers = traced(em.conv2d_weight_grad, em.asarray(x), em.asarray(dy), weight_shape=weight_shape, **params)
     assert served_by(providers, "conv2d_weight_grad") == {served}

@@ -166,16 +166,16 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
 
 
 def weight_grad_pays(n: int, c: int, o: int, oh: int, ow: int, kernel: tuple[int, int], stride: tuple[int, int],
-                     dilation: tuple[int, int], padding: tuple[int, int]) -> bool:
+                     dilation: tuple[int, int]) -> bool:
     """Where XNNPACK's weight gradient beats ember-cpu's, 2 threads.  ember-cpu, next in line, runs
-    1x1 kernels as one GEMM and 3x3 stride-1 kernels with one column of padding per side on a direct
-    kernel: xnnpack / ember-cpu time 32x16x8x8 -> 32 1.67, 64x16x8x8 -> 32 1.68, 32x32x4x4 -> 64
-    1.18, 32x32x8x8 -> 64 1.38, 1x1 2.45.  Elsewhere ember-cpu gathers patches for a GEMM and
-    XNNPACK wins with a batch (every GEMM step's depth) of 16 or more, at least 16 input channels
-    (the images of one operator run), and at most 2048 filter values per image (O x OH x OW of
-    grad_output, which XNNPACK packs on every call): 32x16x8x8 -> 32 3x3 without padding 0.69, 5x5
-    padding 2 0.57, 16x16x8x8 -> 32 3x3 without padding 0.70, 3x3 stride 2 on 10x10 0.97."""
-    if kernel == (1, 1) or (kernel == (3, 3) and stride == (1, 1) and dilation == (1, 1) and padding[1] == 1):
+    1x1 kernels as one GEMM and 3x3 stride-1 kernels on a direct kernel, both faster (xnnpack /
+    ember-cpu time: 32x16x8x8 -> 32 with padding 1, the demo's second layer, 1.67; without padding
+    1.68; 32x32x6x6 -> 64 1.44; 32x32x8x8 -> 64 1.38; 1x1 2.2-2.45).  Elsewhere ember-cpu gathers
+    patches for a GEMM, and XNNPACK wins with a batch (every GEMM step's depth) of 16 or more, at
+    least 16 input channels (the images of one operator run), and at most 2048 filter values per
+    image (O x OH x OW of grad_output, which XNNPACK packs on every call): 32x16x8x8 -> 32 5x5 with
+    padding 2 0.57, 32x16x10x10 -> 32 3x3 stride 2 0.79-0.97."""
+    if kernel == (1, 1) or (kernel == (3, 3) and stride == (1, 1) and dilation == (1, 1)):
         return False
     return n >= 16 and c >= 16 and o * oh * ow <= 2048
 
@@ -190,7 +190,7 @@ def conv2d_weight_grad(out: Any, x: Any, grad_output: Any, *, stride: tuple[int,
     n, c, h, w = x._shape
     o, _, kh, kw = out._shape
     oh, ow = grad_output._shape[2:]
-    if not weight_grad_pays(n, c, o, oh, ow, (kh, kw), tuple(stride), tuple(dilation), tuple(padding)):
+    if not weight_grad_pays(n, c, o, oh, ow, (kh, kw), tuple(stride), tuple(dilation)):
         return NotImplemented
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     if not _in_range(n, c, h, w, o, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "gemm_f32.h"
 
 /* dst[ox] = src[ox * s] for ox in [r.first, r.last), else 0, for ox < OW: one output row of a
  * tap's patches (the row of a tap that reads padding on the left or right).  With unit stride
@@ -154,134 +155,155 @@ static int chunk_task(const weight_grad_job *j, int64_t t, char *partials, char 
     return chunk_product(j, q, grp, patches, dst);
 }
 
-/* ---- float32, 3x3, stride 1, rows kept at their width: a direct kernel ------------------------
+/* ---- float32, 3x3, stride 1: a direct kernel -------------------------------------------------
  *
- * With stride 1, dilation 1 and one column of padding on each side (OW == W), output position
- * k = oy * W + ox reads, for tap (ky, kx), input position k + (ky - ph) * W + (kx - 1): a fixed
- * shift of the flat plane.  So 16 consecutive positions of a grad_output plane pair with 16
- * consecutive values of an input plane under a mask that zeroes the taps reading padding (and the
- * lanes past the plane), and the weight gradient needs neither im2col nor packing:
+ * The weight gradient as a matrix product dW^T (C*9 x O) = taps (C*9 x N*OH*OW) @ g^T, where row
+ * (c, ky, kx) of taps at position (n, oy, ox) is x_padded[n, c, oy + ky, ox + kx]: the rows of one
+ * (c, ky) are three neighbouring values of one padded input row.  So the micro-kernel reads taps
+ * in place, as broadcasts from WG_GROUPS padded input rows (kx an immediate offset), against
+ * g^T (grad_output transposed to (N*OH*OW, O), 16-lane vectors of output channels):
  *
- *   acc[o][t] (16 lanes) += g[n, o, k..k+15] * x[n, c, k+shift_t .. k+shift_t+15] (masked)
+ *   acc[(c, ky, kx)][o..o+31] += x_padded[n, c, oy + ky, ox + kx] * g^T[(n, oy, ox)][o..o+31]
  *
- * for a tile of WG_TILE_O output channels x the 9 taps of one input channel, summed over the
- * batch, the lanes reduced once per block of images.  2 threads, through ember_core: the demo's
- * 32x16x8x8 -> 32 from ~310 us (im2col took 20% of it, packing 13%, the GEMM kernel 13%) to ~170
- * (PyTorch 173-186); 32x32x8x8 -> 64 973 -> 661 us (PyTorch 464); 8x64x56x56 -> 64 12.8 -> 12.1 ms
- * (PyTorch 13.9). */
+ * 24 FMAs per 2 vector loads and 12 broadcasts, no im2col.  Tiles (WG_GROUPS (c, ky) groups x 32
+ * output channels) are owned by one thread each and summed over blocks of images in order, so the
+ * bits do not depend on the thread count.  2 threads, native call: the demo's 32x16x8x8 -> 32 from
+ * ~310 us (im2col + GEMM: gathering took 20% of it, packing 13%, the GEMM kernel 13%) to 125-150;
+ * 8x64x56x56 -> 64 12.8 -> 8.0-9.2 ms.  A kernel with the 16 lanes along the positions instead
+ * (no transposed copy of grad_output, but masked loads that straddle cache lines) took 1.05-1.5x
+ * as long. */
 #if defined(__AVX512F__)
-#define WG_TILE_O 3        /* 3 x 9 accumulators + 3 gradient vectors + 1 input vector: 31 zmm */
-#define WG_BLOCK_FLOATS ((int64_t)1 << 18)   /* grad_output per block of images: 1 MiB, in L2 */
+#define WG_GROUPS 4                  /* (c, ky) groups per tile: 12 rows x 2 vectors = 24 zmm      */
+#define WG_BLOCK_FLOATS ((int64_t)1 << 17)   /* g^T per block of images: 512 KiB, in L2          */
 
 typedef struct {
-    const float *x, *g;
-    float *out;
-    int64_t N, C, O, P, W, plane_in;   /* P = OH * W positions per output plane, plane_in = H * W */
-    int64_t ph, blocks16;              /* blocks16: 16-lane steps per plane, ceil(P / 16)         */
-    const uint16_t *taps_in;           /* [step][16]: for taps 0..8, the lanes that read inside   */
+    const float *xpad, *gt;   /* x padded to (N, C, Hp, Wp); g^T as (N*OH*OW, OV) */
+    float *sums;              /* dW^T as (C*9, OV)                                */
+    int64_t C, Hp, Wp, OH, OW, OV;
 } wgrad3_job;
 
-/* out[o0 + (0..O_TILE), c, :, :] (+)= the tile's sums over images [n0, n1). */
-static inline __attribute__((always_inline)) void wgrad3_tile(const int O_TILE, const wgrad3_job *j, int64_t c,
-                                                              int64_t o0, int64_t n0, int64_t n1, int first) {
-    __m512 acc[WG_TILE_O][9];
+/* sums[rows of groups g0.., o0..o0+16*VECS) (+)= the products over images [n0, n1). */
+static inline __attribute__((always_inline)) void wgrad3_tile(const int GROUPS, const int VECS, const wgrad3_job *j,
+                                                              int64_t g0, int64_t o0, int64_t n0, int64_t n1,
+                                                              int first) {
+    __m512 acc[3 * WG_GROUPS][2];
+    float *dst = j->sums + g0 * 3 * j->OV + o0;
+#pragma GCC unroll 12
+    for (int r = 0; r < 3 * GROUPS; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < VECS; v++)
+            acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(dst + r * j->OV + 16 * v);
+    const int64_t plane = j->Hp * j->Wp;
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t oy = 0; oy < j->OH; oy++) {
+            const float *rows[WG_GROUPS];
+#pragma GCC unroll 4
+            for (int q = 0; q < GROUPS; q++) {   /* group g0 + q: channel (g0 + q) / 3, tap row (g0 + q) % 3 */
+                int64_t g = g0 + q;
+                rows[q] = j->xpad + (n * j->C + g / 3) * plane + (oy + g % 3) * j->Wp;
+            }
+            const float *b = j->gt + ((n * j->OH + oy) * j->OW) * j->OV + o0;
+#pragma GCC unroll 1
+            for (int64_t ox = 0; ox < j->OW; ox++, b += j->OV) {
+                __m512 b0 = _mm512_load_ps(b), b1 = VECS > 1 ? _mm512_load_ps(b + 16) : b0;
+                /* each iteration's taps through a pointer the compiler cannot relate to the
+                 * previous one: otherwise it keeps the taps two iterations share in registers and
+                 * spills accumulators to make room */
+#pragma GCC unroll 4
+                for (int q = 0; q < GROUPS; q++) {
+                    const float *taps = rows[q] + ox;
+                    __asm__("" : "+r"(taps));
 #pragma GCC unroll 3
-    for (int o = 0; o < O_TILE; o++)
-#pragma GCC unroll 9
-        for (int t = 0; t < 9; t++) acc[o][t] = _mm512_setzero_ps();
-    const int64_t P = j->P, W = j->W, steps = j->blocks16;
-    __mmask16 last = (__mmask16)(0xffffu >> (16 * steps - P));
-    for (int64_t n = n0; n < n1; n++) {
-        /* the input row that tap row 0 reads for position k, one column to the left: taps (ky, kx)
-         * read row0 + ky * W + kx + k */
-        const float *row0 = j->x + (n * j->C + c) * j->plane_in - j->ph * W - 1;
-        const float *go = j->g + (n * j->O + o0) * P;
-        const uint16_t *masks = j->taps_in;
-        for (int64_t k = 0; k < P; k += 16, masks += 16) {
-            __mmask16 in_plane = k + 16 <= P ? 0xffff : last;
-            __m512 gv[WG_TILE_O];
-#pragma GCC unroll 3
-            for (int o = 0; o < O_TILE; o++) gv[o] = _mm512_maskz_loadu_ps(in_plane, go + o * P + k);
-#pragma GCC unroll 3
-            for (int ky = 0; ky < 3; ky++) {
-                const float *row = row0 + ky * W + k;
-#pragma GCC unroll 3
-                for (int kx = 0; kx < 3; kx++) {
-                    __m512 xv = _mm512_maskz_loadu_ps(masks[3 * ky + kx], row + kx);
-#pragma GCC unroll 3
-                    for (int o = 0; o < O_TILE; o++) acc[o][3 * ky + kx] = _mm512_fmadd_ps(gv[o], xv, acc[o][3 * ky + kx]);
+                    for (int kx = 0; kx < 3; kx++) {
+                        __m512 a = _mm512_set1_ps(taps[kx]);
+                        acc[3 * q + kx][0] = _mm512_fmadd_ps(a, b0, acc[3 * q + kx][0]);
+                        if (VECS > 1) acc[3 * q + kx][1] = _mm512_fmadd_ps(a, b1, acc[3 * q + kx][1]);
+                    }
                 }
             }
         }
-    }
-#pragma GCC unroll 3
-    for (int o = 0; o < O_TILE; o++) {
-        float *dst = j->out + ((o0 + o) * j->C + c) * 9;
-#pragma GCC unroll 9
-        for (int t = 0; t < 9; t++) {
-            float s = _mm512_reduce_add_ps(acc[o][t]);
-            dst[t] = first ? s : dst[t] + s;
-        }
-    }
+#pragma GCC unroll 12
+    for (int r = 0; r < 3 * GROUPS; r++)
+#pragma GCC unroll 2
+        for (int v = 0; v < VECS; v++) _mm512_store_ps(dst + r * j->OV + 16 * v, acc[r][v]);
 }
 
-static void wgrad3_tile_3(const wgrad3_job *j, int64_t c, int64_t o0, int64_t n0, int64_t n1, int first) {
-    wgrad3_tile(3, j, c, o0, n0, n1, first);
-}
-static void wgrad3_tile_2(const wgrad3_job *j, int64_t c, int64_t o0, int64_t n0, int64_t n1, int first) {
-    wgrad3_tile(2, j, c, o0, n0, n1, first);
-}
-static void wgrad3_tile_1(const wgrad3_job *j, int64_t c, int64_t o0, int64_t n0, int64_t n1, int first) {
-    wgrad3_tile(1, j, c, o0, n0, n1, first);
-}
+typedef void (*wgrad3_fn)(const wgrad3_job *j, int64_t g0, int64_t o0, int64_t n0, int64_t n1, int first);
+#define DEFINE_WGRAD3(GROUPS, VECS)                                                                      \
+    static void wgrad3_##GROUPS##x##VECS(const wgrad3_job *j, int64_t g0, int64_t o0, int64_t n0, int64_t n1, \
+                                        int first) {                                                    \
+        wgrad3_tile(GROUPS, VECS, j, g0, o0, n0, n1, first);                                            \
+    }
+DEFINE_WGRAD3(1, 1) DEFINE_WGRAD3(1, 2) DEFINE_WGRAD3(2, 1) DEFINE_WGRAD3(2, 2)
+DEFINE_WGRAD3(3, 1) DEFINE_WGRAD3(3, 2) DEFINE_WGRAD3(4, 1) DEFINE_WGRAD3(4, 2)
+static const wgrad3_fn wgrad3_tiles[WG_GROUPS][2] = {{wgrad3_1x1, wgrad3_1x2}, {wgrad3_2x1, wgrad3_2x2},
+                                                     {wgrad3_3x1, wgrad3_3x2}, {wgrad3_4x1, wgrad3_4x2}};
 
-/* Tiles are (input channel, WG_TILE_O output channels); each thread owns a contiguous run of them,
- * so every sum is taken by one thread in one order, whatever the thread count.  Blocks of images
- * keep their grad_output in L2 while the thread's tiles pass over it. */
-static int wgrad3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output, int64_t ph) {
+static int wgrad3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output,
+                  const ember_cpu_window *w) {
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
-    int64_t O = out->shape[0], OH = grad_output->shape[2], P = OH * W, blocks16 = (P + 15) / 16;
-    uint16_t *taps_in = ember_cpu_alloc(16 * blocks16 * (int64_t)sizeof(uint16_t));
-    if (!taps_in) return EMBER_ERR_OUT_OF_MEMORY;
-    wgrad3_job j = {(const float *)ember_base(x), (const float *)ember_base(grad_output), (float *)ember_base(out),
-                    N, C, O, P, W, H * W, ph, blocks16, taps_in};
-    for (int64_t b = 0; b < blocks16; b++)
-        for (int t = 0; t < 16; t++) {
-            unsigned lanes = 0;
-            for (int l = 0; l < 16 && t < 9; l++) {
-                int64_t k = 16 * b + l, iy = k / W + t / 3 - ph, ix = k % W + t % 3 - 1;
-                if (k < P && iy >= 0 && iy < H && ix >= 0 && ix < W) lanes |= 1u << l;
-            }
-            taps_in[16 * b + t] = (uint16_t)lanes;
-        }
-    int64_t o_tiles = (O + WG_TILE_O - 1) / WG_TILE_O, tiles = C * o_tiles;
-    int64_t block = ember_max64(1, WG_BLOCK_FLOATS / (O * P));   /* images per block: shapes alone */
+    int64_t O = out->shape[0], OH = grad_output->shape[2], OW = grad_output->shape[3];
+    int64_t Hp = H + 2 * w->ph, Wp = W + 2 * w->pw, OV = (O + 15) / 16 * 16, P = OH * OW;
+    float *xpad = ember_cpu_alloc((N * C * Hp * Wp + 16) * (int64_t)sizeof(float));
+    float *gt = ember_cpu_alloc(N * P * OV * (int64_t)sizeof(float));
+    float *sums = ember_cpu_alloc(C * 9 * OV * (int64_t)sizeof(float));
+    if (!xpad || !gt || !sums) {
+        ember_cpu_free(xpad);
+        ember_cpu_free(gt);
+        ember_cpu_free(sums);
+        return EMBER_ERR_OUT_OF_MEMORY;
+    }
+    const float *xs = (const float *)ember_base(x), *gs = (const float *)ember_base(grad_output);
+    int64_t groups = 3 * C, group_tiles = (groups + WG_GROUPS - 1) / WG_GROUPS, o_tiles = (OV + 31) / 32;
+    int64_t tiles = group_tiles * o_tiles, block = ember_max64(1, WG_BLOCK_FLOATS / (P * OV));
     int threads = ember_threads_for(N * P * O * C * 9, tiles);
+    wgrad3_job j = {xpad, gt, sums, C, Hp, Wp, OH, OW, OV};
 #pragma omp parallel num_threads(threads)
     {
+        /* the padded input and the transposed gradient, image by image */
+#pragma omp for schedule(static)
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t c = 0; c < C; c++) {
+                float *dst = xpad + (n * C + c) * Hp * Wp;
+                const float *src = xs + (n * C + c) * H * W;
+                memset(dst, 0, (size_t)(w->ph * Wp) * sizeof(float));
+                for (int64_t i = 0; i < H; i++) {
+                    float *row = dst + (w->ph + i) * Wp;
+                    memset(row, 0, (size_t)w->pw * sizeof(float));
+                    memcpy(row + w->pw, src + i * W, (size_t)W * sizeof(float));
+                    memset(row + w->pw + W, 0, (size_t)w->pw * sizeof(float));
+                }
+                memset(dst + (w->ph + H) * Wp, 0, (size_t)(w->ph * Wp) * sizeof(float));
+            }
+            ember_cpu_transpose_f32(gt + n * P * OV, OV, gs + n * O * P, P, O, P);
+        }
         int me = omp_get_thread_num(), team = omp_get_num_threads();
         int64_t first_tile = tiles * me / team, end_tile = tiles * (me + 1) / team;
         for (int64_t n0 = 0; n0 < N; n0 += block)
             for (int64_t i = first_tile; i < end_tile; i++) {
-                int64_t c = i / o_tiles, o0 = i % o_tiles * WG_TILE_O, rest = O - o0;
-                int64_t n1 = ember_min64(N, n0 + block);
-                if (rest >= 3) wgrad3_tile_3(&j, c, o0, n0, n1, n0 == 0);
-                else if (rest == 2) wgrad3_tile_2(&j, c, o0, n0, n1, n0 == 0);
-                else wgrad3_tile_1(&j, c, o0, n0, n1, n0 == 0);
+                int64_t g0 = i / o_tiles * WG_GROUPS, o0 = i % o_tiles * 32;
+                int64_t rows = ember_min64(WG_GROUPS, groups - g0), vecs = ember_min64(2, (OV - o0) / 16);
+                wgrad3_tiles[rows - 1][vecs - 1](&j, g0, o0, n0, ember_min64(N, n0 + block), n0 == 0);
             }
     }
-    ember_cpu_free(taps_in);
+    float *result = (float *)ember_base(out);   /* dW^T (C*9, OV) -> dW (O, C, 3, 3) */
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t r = 0; r < C * 9; r++) result[o * C * 9 + r] = sums[r * OV + o];
+    ember_cpu_free(xpad);
+    ember_cpu_free(gt);
+    ember_cpu_free(sums);
     return EMBER_OK;
 }
 
-/* float32, 3x3, stride 1, dilation 1, groups 1, one column of padding per side. */
+/* float32, 3x3, stride 1, dilation 1, groups 1. */
 static int wgrad3_takes(const ember_tensor *out, const ember_cpu_window *w, int64_t groups) {
     return out->dtype == EMBER_FLOAT32 && groups == 1 && w->kh == 3 && w->kw == 3 && w->sh == 1 && w->sw == 1 &&
-           w->dh == 1 && w->dw == 1 && w->pw == 1;
+           w->dh == 1 && w->dw == 1;
 }
 #else
 static int wgrad3_takes(const ember_tensor *out, const ember_cpu_window *w, int64_t groups) { return 0; }
-static int wgrad3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output, int64_t ph) {
+static int wgrad3(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output,
+                  const ember_cpu_window *w) {
     return EMBER_ERR_UNSUPPORTED;
 }
 #endif
@@ -307,7 +329,8 @@ int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x,
         memset(ember_base(out), 0, (size_t)(ember_numel(out) * isz));
         return EMBER_OK;
     }
-    if (wgrad3_takes(out, w, groups) && OW == W && OH == H + 2 * w->ph - 2) return wgrad3(out, x, grad_output, w->ph);
+    if (wgrad3_takes(out, w, groups) && OH == H + 2 * w->ph - 2 && OW == W + 2 * w->pw - 2)
+        return wgrad3(out, x, grad_output, w);
     weight_grad_job job = {out, x, w, N, C, H, W, OH, OW, cg, og, cols, rows,
                            images_per_chunk(N, plane, cols, result, isz), groups, NULL};
     int64_t chunks = (N + job.chunk - 1) / job.chunk, tasks = chunks * groups;

@@ -36,6 +36,16 @@
 #include <immintrin.h>
 #endif
 
+/* Columns [j0, cols) of ember_cpu_transpose_f32, one element at a time. */
+static void transpose_scalar(float *dst, int64_t dst_step, const float *src, int64_t src_step, int64_t rows,
+                             int64_t j0, int64_t cols) {
+    for (int64_t j = j0; j < cols; j++) {
+        int64_t i = 0;
+        for (; i < rows; i++) dst[j * dst_step + i] = src[i * src_step + j];
+        for (; i % 16; i++) dst[j * dst_step + i] = 0.0f;
+    }
+}
+
 #ifdef EMBER_GEMM_F32_X86
 
 #define MR 14          /* rows of c per micro-kernel: 14 x 2 accumulators + 2 b vectors = 30 zmm */
@@ -89,6 +99,20 @@ TARGET static void transpose_16(float *restrict dst, int64_t dst_step, __mmask16
         _mm512_mask_storeu_ps(dst + (8 + c) * dst_step, lanes, _mm512_shuffle_f32x4(d0, e0, 0xdd));
         _mm512_mask_storeu_ps(dst + (12 + c) * dst_step, lanes, _mm512_shuffle_f32x4(d1, e1, 0xdd));
     }
+}
+
+void ember_cpu_transpose_f32(float *dst, int64_t dst_step, const float *src, int64_t src_step, int64_t rows,
+                             int64_t cols) {
+    if (!ember_cpu_sgemm_supported()) {
+        transpose_scalar(dst, dst_step, src, src_step, rows, 0, cols);
+        return;
+    }
+    int64_t full = cols / 16 * 16;
+    for (int64_t i0 = 0; i0 < rows; i0 += 16)
+        for (int64_t j0 = 0; j0 < full; j0 += 16)
+            transpose_16(dst + j0 * dst_step + i0, dst_step, 0xffff, src + i0 * src_step + j0, src_step,
+                         (int)ember_min64(16, rows - i0));
+    transpose_scalar(dst, dst_step, src, src_step, rows, full, cols);
 }
 
 #define SLIVER_LANES ((__mmask16)((1u << MR) - 1))
@@ -466,6 +490,11 @@ int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars
 }
 
 #else /* no AVX-512 kernel on this platform: callers use BLAS */
+
+void ember_cpu_transpose_f32(float *dst, int64_t dst_step, const float *src, int64_t src_step, int64_t rows,
+                             int64_t cols) {
+    transpose_scalar(dst, dst_step, src, src_step, rows, 0, cols);
+}
 
 int ember_cpu_sgemm_dot(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, const float *b,
                         int64_t bcs, float *c, int64_t crs, int64_t ccs, const sgemm_epilogue *ep,
