@@ -148,6 +148,21 @@ def test_conv2d_rejects_bad_input(x, w, kwargs, error):
         em.conv2d(em.zeros(x), em.zeros(w), **kwargs)
 
 
+@pytest.mark.parametrize("bad", [True, 1.0, (1, True), (1.0, 1), [1, 1.0]])
+def test_geometry_memo_still_refuses_values_equal_to_a_cached_one(bad):
+    """conv and pool geometry is cached per argument values; True and 1.0 equal 1 (and hash alike)
+    but are not ints, so a call with them after a valid call with 1 must still be refused."""
+    x, w = em.zeros((1, 3, 8, 8)), em.zeros((4, 3, 3, 3))
+    em.conv2d(x, w, stride=1, dilation=(1, 1))
+    em.max_pool2d(x, 2, stride=(1, 1))
+    with pytest.raises(TypeError, match="stride must be an int or a pair of ints"):
+        em.conv2d(x, w, stride=bad)
+    with pytest.raises(TypeError, match="dilation must be an int or a pair of ints"):
+        em.conv2d(x, w, dilation=bad)
+    with pytest.raises(TypeError, match="stride must be an int or a pair of ints"):
+        em.max_pool2d(x, 2, stride=bad)
+
+
 def test_conv2d_rejects_bad_dtypes_devices_and_bias():
     x, w = em.zeros((1, 3, 8, 8)), em.zeros((4, 3, 3, 3))
     with pytest.raises(em.DTypeError, match="weight is float64"):

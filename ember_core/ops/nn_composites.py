@@ -41,6 +41,25 @@ def _nchw(op: str, name: str, shape: tuple[int, ...]) -> tuple[int, int, int, in
     return tuple(shape)  # type: ignore[return-value]
 
 
+_SCALARS = (int, bool, float, str, type(None))
+
+
+def _memoized(compute: Any) -> Any:
+    """Geometry depends on its arguments alone, and a model calls each layer with the same few:
+    a repeat is one lookup.  Only arguments whose equality means the same validation are cached
+    (scalars told apart by type, tuples of exact ints: True and 1.0 equal 1 but are refused);
+    errors are never cached."""
+    cached = lru_cache(maxsize=4096, typed=True)(compute)
+
+    def geometry(*args: Any) -> Any:
+        if all(type(a) in _SCALARS or (type(a) is tuple and all(type(v) is int for v in a)) for a in args):
+            return cached(*args)
+        return compute(*args)
+
+    geometry.__doc__ = compute.__doc__
+    return geometry
+
+
 class ConvGeometry(NamedTuple):
     stride: tuple[int, int]
     padding: tuple[int, int]
@@ -49,6 +68,7 @@ class ConvGeometry(NamedTuple):
     out_hw: tuple[int, int]
 
 
+@_memoized
 def conv_geometry(op: str, x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: Any, padding: Any,
                   dilation: Any, groups: Any) -> ConvGeometry:
     """Normalized conv2d arguments and the output's (OH, OW); a typed error for anything invalid."""
@@ -81,6 +101,7 @@ class PoolGeometry(NamedTuple):
     out_hw: tuple[int, int]
 
 
+@_memoized
 def pool_geometry(op: str, x_shape: tuple[int, ...], kernel_size: Any, stride: Any, padding: Any, dilation: Any,
                   ceil_mode: Any) -> PoolGeometry:
     """PyTorch's pooling output sizes: floor (or ceil) of (H + 2p - d(k-1) - 1) / s + 1, where a
