@@ -9,7 +9,7 @@ one accumulating index_put (col2im).  Pooling reduces over the same window views
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import lru_cache, wraps
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -51,12 +51,12 @@ def _memoized(compute: Any) -> Any:
     errors are never cached."""
     cached = lru_cache(maxsize=4096, typed=True)(compute)
 
+    @wraps(compute)
     def geometry(*args: Any) -> Any:
         if all(type(a) in _SCALARS or (type(a) is tuple and all(type(v) is int for v in a)) for a in args):
             return cached(*args)
         return compute(*args)
 
-    geometry.__doc__ = compute.__doc__
     return geometry
 
 

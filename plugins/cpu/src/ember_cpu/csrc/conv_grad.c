@@ -6,7 +6,8 @@
  * (images*OH*OW, C/groups*kh*kw): the gradient copied to that layout, and the input's patches
  * gathered tap by tap (im2col, zeros where a tap reads padding; the product reads them as a
  * transposed view).  The core's composite ran one small product per image and then summed the N
- * partial gradients. */
+ * partial gradients.  float32 3x3 stride-1 kernels, the common case, skip the patches: a direct
+ * kernel (wgrad3, below) reads the taps in place. */
 #include <omp.h>
 #include <stdint.h>
 
@@ -91,8 +92,8 @@ DEFINE_PATCHES(patches_8, uint64_t)
  * composite's product per image. */
 #define PATCH_BYTES ((int64_t)8 << 20)
 
-/* A small result over a long sum (the demo's 32x16x8x8 -> 32: 32 x 144 outputs, each a sum of
- * 2048 products) leaves each thread of one product's row or column split a sliver, and copies
+/* A small result over a long sum (32x16x8x8 -> 32, 3x3: 32 x 144 outputs, each a sum of 2048
+ * products) leaves each thread of one product's row or column split a sliver, and copies
  * both operands to every thread: below PART_OUTPUTS outputs the batch is cut into chunks of about
  * PART_DEPTH terms instead, one product per chunk, and the chunks run on separate threads. */
 #define PART_OUTPUTS ((int64_t)1 << 16)
@@ -244,7 +245,7 @@ static int wgrad3(const ember_tensor *out, const ember_tensor *x, const ember_te
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
     int64_t O = out->shape[0], OH = grad_output->shape[2], OW = grad_output->shape[3];
     int64_t Hp = H + 2 * w->ph, Wp = W + 2 * w->pw, OV = (O + 15) / 16 * 16, P = OH * OW;
-    float *xpad = ember_cpu_alloc((N * C * Hp * Wp + 16) * (int64_t)sizeof(float));
+    float *xpad = ember_cpu_alloc(N * C * Hp * Wp * (int64_t)sizeof(float));
     float *gt = ember_cpu_alloc(N * P * OV * (int64_t)sizeof(float));
     float *sums = ember_cpu_alloc(C * 9 * OV * (int64_t)sizeof(float));
     if (!xpad || !gt || !sums) {
