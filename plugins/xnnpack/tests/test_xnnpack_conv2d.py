@@ -26,10 +26,9 @@ CASES = [  # n, c, h, w, o, (kh, kw), stride, padding, dilation, groups
 
 
 def _left_to_winograd(case) -> bool:
-    """xnnpack declines dense 3x3 stride-1 convolutions of more than one input channel: ember-cpu's
-    Winograd kernel is faster there."""
-    c, kernel, stride, dilation, groups = case[1], case[5], case[6], case[8], case[9]
-    return (kernel, stride, dilation, groups) == ((3, 3), (1, 1), (1, 1), 1) and c > 1
+    """xnnpack declines dense 3x3 stride-1 convolutions: ember-cpu's Winograd kernel is faster there."""
+    kernel, stride, dilation, groups = case[5], case[6], case[8], case[9]
+    return (kernel, stride, dilation, groups) == ((3, 3), (1, 1), (1, 1), 1)
 
 
 def _run(rng, case, bias, activation):

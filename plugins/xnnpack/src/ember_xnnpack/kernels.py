@@ -87,12 +87,14 @@ def _run(params: Any, weights: tuple[Any, ...], create: Callable[[Any], int], ru
 
 # ---- convolution, fully connected -------------------------------------------------------------
 
-def _winograd_wins(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, groups: int, channels: int) -> bool:
+def _winograd_wins(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, groups: int) -> bool:
     """Dense 3x3 stride-1 convolutions run faster on ember-cpu's Winograd kernel, next in line:
     ember-cpu / XNNPACK time at 2 threads 0.49 (8x64x56x56 -> 64), 0.57 (1x64x56x56), 0.66
-    (1x3x224x224 -> 32), 0.75 (32x16x8x8 -> 32).  A single input channel stays here (1.10: the
-    demo's first layer, 32x1x8x8 -> 16), where Winograd's GEMMs have nothing to sum over."""
-    return (kh, kw, sh, sw, dh, dw, groups) == (3, 3, 1, 1, 1, 1, 1) and channels > 1
+    (1x3x224x224 -> 32), 0.75 (32x16x8x8 -> 32).  One input channel too: XNNPACK won only some
+    inference shapes alone (32x1x8x8 -> 16 0.84, 64x1x28x28 -> 32 0.88, 1x1x224x224 -> 16 1.45),
+    lost with trained weights (its operator re-created per call: 0.93-3.5), and serving the demo's
+    first layer made the whole training step 3-4% slower than declining it."""
+    return (kh, kw, sh, sw, dh, dw, groups) == (3, 3, 1, 1, 1, 1, 1)
 
 
 def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
@@ -102,7 +104,7 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
     n, c, h, w = x._shape
     o, group_in, kh, kw = weight._shape
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    if _winograd_wins(kh, kw, sh, sw, dh, dw, groups, c):   # first: the demo's step declines twice
+    if _winograd_wins(kh, kw, sh, sw, dh, dw, groups):   # first: the demo's step declines twice
         return NotImplemented
     if activation not in _CLAMPS or not _takes(out, x, weight, bias) or not x._numel:
         return NotImplemented
@@ -139,7 +141,7 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     if not _in_range(n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups) or not group_in:
         return NotImplemented
-    if _winograd_wins(kh, kw, sh, sw, dh, dw, groups, o) and ph <= 2 and pw <= 2:
+    if _winograd_wins(kh, kw, sh, sw, dh, dw, groups) and o > 1 and ph <= 2 and pw <= 2:
         # ember-cpu runs this as the 3x3 convolution of grad_output with the flipped, transposed
         # kernel on its Winograd kernel: 8x64x56x56 4.5 ms against XNNPACK's 11.0
         return NotImplemented
