@@ -100,9 +100,12 @@ _new = object.__new__
 
 class Tensor:
     __slots__ = (
-        "__weakref__", "_autograd", "_base", "_contig", "_device", "_dtype", "_numel", "_offset", "_requires_grad",
-        "_shape", "_storage", "_strides", "grad", "grad_fn",
+        "__weakref__", "_autograd", "_base", "_contig", "_device", "_dtype", "_native", "_numel", "_offset",
+        "_requires_grad", "_shape", "_storage", "_strides", "grad", "grad_fn",
     )
+    # _native: whatever the plugin owning the tensor's device builds from its layout for native calls
+    # (ember-cpu: the ember.h descriptor), made on first use and kept, since a tensor's storage, shape,
+    # strides, offset and dtype never change after construction
 
     # ---- construction (internal: users call ember_core.asarray / zeros / ...) -------------------
     @staticmethod
@@ -131,6 +134,7 @@ class Tensor:
         t.grad_fn = None
         t._autograd = None
         t._base = None
+        t._native = None
         return t
 
     def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
