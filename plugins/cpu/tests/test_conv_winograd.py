@@ -283,3 +283,49 @@ def test_input_grad_declines_other_geometries(padding, stride):
     want = torch.nn.grad.conv2d_input((2, 3, 9, 9), torch.from_numpy(wt), torch.from_numpy(g), stride=stride,
                                       padding=padding)
     np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-10, atol=1e-10)
+
+
+# ---- float32 over at most 4 input channels: conv_direct.c ---------------------------------------
+
+DIRECT_SHAPES = [  # (N, C, O, H, W, (ph, pw)): tiles of 12 flattened positions span row ends
+    (32, 1, 16, 8, 8, (1, 1)),     # the demo's first layer
+    (3, 1, 17, 5, 7, (0, 0)),      # one lane past a vector of output channels
+    (2, 2, 33, 9, 4, (1, 2)),      # 3 vectors of channels: two in one tile, one alone
+    (1, 3, 40, 11, 13, (3, 1)),    # padding wider than the kernel
+    (2, 4, 5, 1, 1, (1, 1)),       # a 1x1 image
+    (1, 3, 8, 12, 200, (1, 1)),    # rows wider than a band's 1024 positions / 5: several bands per image
+    (1, 1, 3, 40, 40, (1, 0)),
+]
+
+
+@pytest.mark.parametrize("n, c, o, h, w, padding", DIRECT_SHAPES)
+@pytest.mark.parametrize("relu", [False, True])
+def test_direct_kernel_matches_the_definition_and_ignores_the_thread_count(n, c, o, h, w, padding, relu):
+    """Each output is one thread's sum in one order: the bits match across thread counts."""
+    x, wt, b = random_case((n, c, h, w), o, "float32", seed=n * 100 + c * 10 + o)
+    activation = "relu" if relu else None
+    previous = lib.ember_cpu_get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2):
+            em.set_num_threads(threads)
+            with served_by("cpu"):
+                results.append(run_conv(x, wt, b, padding=padding, activation=activation))
+    finally:
+        em.set_num_threads(previous)
+    np.testing.assert_array_equal(results[0], results[1])
+    assert_conv_close(results[0], direct_conv(x, wt, b, padding=padding, relu=relu), x, wt, "float32")
+
+
+def test_direct_kernel_without_bias_and_with_special_values():
+    x, w, _ = random_case((2, 2, 6, 7), 20, "float32", seed=5, bias=False)
+    x[1, 1, 3, 6] = np.nan
+    x[0, 0, 0, 0] = np.inf
+    with served_by("cpu"):
+        got = run_conv(x, w, None, padding=1)
+    want = direct_conv(x, w, None, padding=(1, 1))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    assert_conv_close(np.where(finite, got, 0), np.where(finite, want, 0), np.nan_to_num(x, posinf=0, neginf=0), w,
+                      "float32")

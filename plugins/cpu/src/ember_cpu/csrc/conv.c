@@ -8,6 +8,9 @@
  *     U = G g G^T (4x4, once per call),  V = B^T d B (4x4),  Y = A^T (U .* V) A (2x2)
  * and, summed over input channels c, (U .* V)[k] for each of the 16 positions k becomes
  *     M[k](O, tiles) = U[k](O, C) @ V[k](C, tiles).
+ * Over one to a few input channels those GEMMs have next to nothing to sum and the transforms
+ * are the whole cost: float32 calls with at most EMBER_CPU_DIRECT_MAX_CHANNELS input channels go
+ * to conv_direct.c instead.
  *
  * The plan (one parallel region):
  *   1. U for every (o, c), in double precision, packed for the micro-kernel: U[k][o / MR][c][o % MR]
@@ -39,6 +42,7 @@
 #include <omp.h>
 
 #include "common.h"
+#include "conv_direct.h"
 #include "ember_cpu.h"
 
 #define MR 8                     /* output channels per micro-kernel                           */
@@ -143,6 +147,8 @@ int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const e
                          const ember_tensor *bias, int64_t pad_h, int64_t pad_w, int relu) {
     if (!valid_operands(out, x, weight, bias, pad_h, pad_w)) return EMBER_ERR_INVALID_ARGUMENT;
     if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
+    if (ember_numel(out) > 0 && x->shape[1] > 0 && ember_cpu_conv3x3_direct_takes(out, x))
+        return ember_cpu_conv3x3_direct(out, x, weight, bias, pad_h, pad_w, relu);
     conv_geom g = {.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .O = weight->shape[0],
                    .OH = out->shape[2], .OW = out->shape[3], .ph = pad_h, .pw = pad_w, .relu = relu != 0,
                    .w_o = x->shape[1] * 9, .w_c = 9};

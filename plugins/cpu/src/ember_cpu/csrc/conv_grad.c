@@ -276,7 +276,7 @@ static int wgrad3(const ember_tensor *out, const ember_tensor *x, const ember_te
                 }
                 memset(dst + (w->ph + H) * Wp, 0, (size_t)(w->ph * Wp) * sizeof(float));
             }
-            ember_cpu_transpose_f32(gt + n * P * OV, OV, gs + n * O * P, P, O, P);
+            ember_cpu_transpose_f32(gt + n * P * OV, OV, gs + n * O * P, P, O, P, 1);
         }
         int me = omp_get_thread_num(), team = omp_get_num_threads();
         int64_t first_tile = tiles * me / team, end_tile = tiles * (me + 1) / team;

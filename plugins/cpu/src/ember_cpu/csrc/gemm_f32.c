@@ -38,11 +38,11 @@
 
 /* Columns [j0, cols) of ember_cpu_transpose_f32, one element at a time. */
 static void transpose_scalar(float *dst, int64_t dst_step, const float *src, int64_t src_step, int64_t rows,
-                             int64_t j0, int64_t cols) {
+                             int64_t j0, int64_t cols, int pad) {
     for (int64_t j = j0; j < cols; j++) {
         int64_t i = 0;
         for (; i < rows; i++) dst[j * dst_step + i] = src[i * src_step + j];
-        for (; i % 16; i++) dst[j * dst_step + i] = 0.0f;
+        for (; pad && i % 16; i++) dst[j * dst_step + i] = 0.0f;
     }
 }
 
@@ -102,17 +102,19 @@ TARGET static void transpose_16(float *restrict dst, int64_t dst_step, __mmask16
 }
 
 void ember_cpu_transpose_f32(float *dst, int64_t dst_step, const float *src, int64_t src_step, int64_t rows,
-                             int64_t cols) {
+                             int64_t cols, int pad) {
     if (!ember_cpu_sgemm_supported()) {
-        transpose_scalar(dst, dst_step, src, src_step, rows, 0, cols);
+        transpose_scalar(dst, dst_step, src, src_step, rows, 0, cols, pad);
         return;
     }
     int64_t full = cols / 16 * 16;
-    for (int64_t i0 = 0; i0 < rows; i0 += 16)
+    for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+        int valid = (int)ember_min64(16, rows - i0);
+        __mmask16 lanes = pad ? (__mmask16)0xffff : (__mmask16)((1u << valid) - 1);
         for (int64_t j0 = 0; j0 < full; j0 += 16)
-            transpose_16(dst + j0 * dst_step + i0, dst_step, 0xffff, src + i0 * src_step + j0, src_step,
-                         (int)ember_min64(16, rows - i0));
-    transpose_scalar(dst, dst_step, src, src_step, rows, full, cols);
+            transpose_16(dst + j0 * dst_step + i0, dst_step, lanes, src + i0 * src_step + j0, src_step, valid);
+    }
+    transpose_scalar(dst, dst_step, src, src_step, rows, full, cols, pad);
 }
 
 #define SLIVER_LANES ((__mmask16)((1u << MR) - 1))
@@ -492,8 +494,8 @@ int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars
 #else /* no AVX-512 kernel on this platform: callers use BLAS */
 
 void ember_cpu_transpose_f32(float *dst, int64_t dst_step, const float *src, int64_t src_step, int64_t rows,
-                             int64_t cols) {
-    transpose_scalar(dst, dst_step, src, src_step, rows, 0, cols);
+                             int64_t cols, int pad) {
+    transpose_scalar(dst, dst_step, src, src_step, rows, 0, cols, pad);
 }
 
 int ember_cpu_sgemm_dot(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars, const float *b,

@@ -31,10 +31,11 @@ int ember_cpu_sgemm_dot(int64_t M, int64_t N, int64_t K, const float *a, int64_t
                         int nthreads);
 
 /* dst[j * dst_step + i] = src[i * src_step + j] for i < rows, j < cols (a rows x cols matrix
- * transposed), and 0 for i from rows up to the next multiple of 16: 16 x 16 blocks transposed in
+ * transposed), and with pad != 0 also 0 for i from rows up to the next multiple of 16 (the padding
+ * lanes of a packed operand; pad == 0 writes nothing past rows): 16 x 16 blocks transposed in
  * registers where the CPU has AVX-512. */
 void ember_cpu_transpose_f32(float *dst, int64_t dst_step, const float *src, int64_t src_step, int64_t rows,
-                             int64_t cols);
+                             int64_t cols, int pad);
 
 /* matmul.c's ember_cpu_matmul, applying ep in the float32 kernels when they run this product in
  * place (sets *fused to 1); otherwise it computes the bare product and sets *fused to 0, and the
