@@ -22,6 +22,20 @@ static const int64_t ember_itemsize[EMBER_NUM_DTYPES] = {1, 1, 2, 4, 8, 1, 2, 2,
 static inline int64_t ember_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ember_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* An (H, W) float plane copied into the middle of a (H + 2 ph, W + 2 pw) one whose border is
+ * zeroed: the padded images that the direct 3x3 kernels read their taps from without bounds checks. */
+static inline void ember_pad_plane_f32(float *dst, const float *src, int64_t H, int64_t W, int64_t ph, int64_t pw) {
+    int64_t Wp = W + 2 * pw;
+    memset(dst, 0, (size_t)(ph * Wp) * sizeof(float));
+    for (int64_t i = 0; i < H; i++) {
+        float *row = dst + (ph + i) * Wp;
+        memset(row, 0, (size_t)pw * sizeof(float));
+        memcpy(row + pw, src + i * W, (size_t)W * sizeof(float));
+        memset(row + pw + W, 0, (size_t)pw * sizeof(float));
+    }
+    memset(dst + (ph + H) * Wp, 0, (size_t)(ph * Wp) * sizeof(float));
+}
+
 /* ---- descriptors ----------------------------------------------------------------------------- */
 
 /* EMBER_OK (0, so `if (ember_check_desc(t) || ...)` rejects) when every kernel can read t: the

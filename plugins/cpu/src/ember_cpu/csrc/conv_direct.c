@@ -159,18 +159,7 @@ int ember_cpu_conv3x3_direct(const ember_tensor *out, const ember_tensor *x, con
 #pragma omp parallel num_threads(threads)
     {
 #pragma omp for schedule(static)
-        for (int64_t nc = 0; nc < N * C; nc++) {
-            float *dst = xpad + nc * Hp * Wp;
-            const float *src = xs + nc * H * W;
-            memset(dst, 0, (size_t)(ph * Wp) * sizeof(float));
-            for (int64_t i = 0; i < H; i++) {
-                float *row = dst + (ph + i) * Wp;
-                memset(row, 0, (size_t)pw * sizeof(float));
-                memcpy(row + pw, src + i * W, (size_t)W * sizeof(float));
-                memset(row + pw + W, 0, (size_t)pw * sizeof(float));
-            }
-            memset(dst + (ph + H) * Wp, 0, (size_t)(ph * Wp) * sizeof(float));
-        }
+        for (int64_t nc = 0; nc < N * C; nc++) ember_pad_plane_f32(xpad + nc * Hp * Wp, xs + nc * H * W, H, W, ph, pw);
         float *buf = bufs + omp_get_thread_num() * buf_floats;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < tasks; t++) direct_band(&j, t / bands, t % bands * band_rows, buf);

@@ -264,18 +264,8 @@ static int wgrad3(const ember_tensor *out, const ember_tensor *x, const ember_te
         /* the padded input and the transposed gradient, image by image */
 #pragma omp for schedule(static)
         for (int64_t n = 0; n < N; n++) {
-            for (int64_t c = 0; c < C; c++) {
-                float *dst = xpad + (n * C + c) * Hp * Wp;
-                const float *src = xs + (n * C + c) * H * W;
-                memset(dst, 0, (size_t)(w->ph * Wp) * sizeof(float));
-                for (int64_t i = 0; i < H; i++) {
-                    float *row = dst + (w->ph + i) * Wp;
-                    memset(row, 0, (size_t)w->pw * sizeof(float));
-                    memcpy(row + w->pw, src + i * W, (size_t)W * sizeof(float));
-                    memset(row + w->pw + W, 0, (size_t)w->pw * sizeof(float));
-                }
-                memset(dst + (w->ph + H) * Wp, 0, (size_t)(w->ph * Wp) * sizeof(float));
-            }
+            for (int64_t c = 0; c < C; c++)
+                ember_pad_plane_f32(xpad + (n * C + c) * Hp * Wp, xs + (n * C + c) * H * W, H, W, w->ph, w->pw);
             ember_cpu_transpose_f32(gt + n * P * OV, OV, gs + n * O * P, P, O, P, 1);
         }
         int me = omp_get_thread_num(), team = omp_get_num_threads();
