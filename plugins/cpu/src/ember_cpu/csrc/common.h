@@ -22,6 +22,18 @@ static const int64_t ember_itemsize[EMBER_NUM_DTYPES] = {1, 1, 2, 4, 8, 1, 2, 2,
 static inline int64_t ember_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ember_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+#if defined(__AVX512F__)
+/* Lanes [lo, hi) of a 16- or 8-lane mask, clamped: the masked loads and stores of row edges. */
+static inline __mmask16 lanes_16(int64_t lo, int64_t hi) {
+    lo = ember_max64(lo, 0), hi = ember_min64(hi, 16);
+    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+static inline __mmask8 lanes_8(int64_t lo, int64_t hi) {
+    lo = ember_max64(lo, 0), hi = ember_min64(hi, 8);
+    return hi <= lo ? 0 : (__mmask8)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+#endif
+
 /* An (H, W) float plane copied into the middle of a (H + 2 ph, W + 2 pw) one whose border is
  * zeroed: the padded images that the direct 3x3 kernels read their taps from without bounds checks. */
 static inline void ember_pad_plane_f32(float *dst, const float *src, int64_t H, int64_t W, int64_t ph, int64_t pw) {

@@ -38,15 +38,10 @@
 #define DC_ROWS 12                   /* positions per tile: 12 rows x 2 vectors = 24 zmm          */
 #define DC_BAND_POSITIONS 1024       /* output positions per task: its buffer stays in L2          */
 
-/* lanes [0, n) of 16, clamped */
-static inline __mmask16 lanes_below(int64_t n) {
-    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
-
 typedef struct {
     const float *xpad, *wt, *bias;   /* x padded to (N, C, Hp, Wp) plus DC_ROWS of slack; W^T (C*9, OV) */
     float *out;
-    int64_t N, C, Hp, Wp, O, OH, OW, OV, band_rows;
+    int64_t C, Hp, Wp, O, OH, OW, OV, band_rows;
     int relu;
 } direct_job;
 
@@ -57,8 +52,8 @@ static inline __attribute__((always_inline)) void direct_tile(const int VECS, co
     __m512 acc[DC_ROWS][2];
     __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
     if (j->bias) {   /* lanes past O stay zero (and are never stored into out) */
-        b0 = _mm512_maskz_loadu_ps(lanes_below(j->O - o0), j->bias + o0);
-        if (VECS > 1) b1 = _mm512_maskz_loadu_ps(lanes_below(j->O - o0 - 16), j->bias + o0 + 16);
+        b0 = _mm512_maskz_loadu_ps(lanes_16(0, j->O - o0), j->bias + o0);
+        if (VECS > 1) b1 = _mm512_maskz_loadu_ps(lanes_16(0, j->O - o0 - 16), j->bias + o0 + 16);
     }
 #pragma GCC unroll 12
     for (int r = 0; r < DC_ROWS; r++) {
@@ -147,15 +142,14 @@ int ember_cpu_conv3x3_direct(const ember_tensor *out, const ember_tensor *x, con
         ember_cpu_free(bufs);
         return EMBER_ERR_OUT_OF_MEMORY;
     }
-    /* W^T (C*9, OV), the lanes past O zero; the slack past the last plane is read by tiles whose
-     * positions are all dropped, but must hold numbers for the FMAs: zero it too */
-    const float *ws = (const float *)ember_base(weight), *xs = (const float *)ember_base(x);
-    memset(wt, 0, (size_t)(C * 9 * OV) * sizeof(float));
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t r = 0; r < C * 9; r++) wt[r * OV + o] = ws[o * C * 9 + r];
+    /* W^T (C*9, OV), the lanes past O zero */
+    const float *xs = (const float *)ember_base(x);
+    ember_cpu_transpose_f32(wt, OV, (const float *)ember_base(weight), C * 9, O, C * 9, 1);
+    /* the slack past the last plane is read by tiles whose positions are all dropped, but must
+     * hold numbers for the FMAs */
     memset(xpad + N * C * Hp * Wp, 0, DC_ROWS * sizeof(float));
     direct_job j = {xpad, wt, bias ? (const float *)ember_base(bias) : NULL, (float *)ember_base(out),
-                    N, C, Hp, Wp, O, OH, OW, OV, band_rows, relu != 0};
+                    C, Hp, Wp, O, OH, OW, OV, band_rows, relu != 0};
 #pragma omp parallel num_threads(threads)
     {
 #pragma omp for schedule(static)

@@ -20,14 +20,6 @@
  * long (8x8 images: 8), where a loop per element and zeros on either side cost most of the time.
  * Masked lanes are never read, so src + ox may point before or past the input row. */
 #if defined(__AVX512F__)
-static inline __mmask16 lanes_16(int64_t lo, int64_t hi) {   /* lanes [lo, hi) of 16, clamped */
-    lo = ember_max64(lo, 0), hi = ember_min64(hi, 16);
-    return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
-static inline __mmask8 lanes_8(int64_t lo, int64_t hi) {
-    lo = ember_max64(lo, 0), hi = ember_min64(hi, 8);
-    return hi <= lo ? 0 : (__mmask8)(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
 #define UNIT_STRIDE_COPY(U, dst, src, OW, r)                                                       \
     do {                                                                                           \
         if (sizeof(U) == 4)                                                                        \
@@ -278,8 +270,7 @@ static int wgrad3(const ember_tensor *out, const ember_tensor *x, const ember_te
             }
     }
     float *result = (float *)ember_base(out);   /* dW^T (C*9, OV) -> dW (O, C, 3, 3) */
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t r = 0; r < C * 9; r++) result[o * C * 9 + r] = sums[r * OV + o];
+    ember_cpu_transpose_f32(result, C * 9, sums, OV, C * 9, O, 0);
     ember_cpu_free(xpad);
     ember_cpu_free(gt);
     ember_cpu_free(sums);
