@@ -65,8 +65,17 @@ def nn_cases(rng: np.random.Generator) -> list[Case]:
     edw, tdw = em.asarray(dw), tt(dw)[0]
     cases.append(("depthwise conv2d 8x64x56x56, 3x3", contenders(
         lambda: em.conv2d(ex, edw, padding=1, groups=64), F and (lambda: F.conv2d(tx, tdw, padding=1, groups=64)))))
+    cases.append(("depthwise conv2d, stride 2", contenders(
+        lambda: em.conv2d(ex, edw, padding=1, stride=2, groups=64),
+        F and (lambda: F.conv2d(tx, tdw, padding=1, stride=2, groups=64)))))
     dy = arrays((8, 64, 56, 56))[0]
     edy, tdy = em.asarray(dy), tt(dy)[0]
+    cases.append(("depthwise conv2d input gradient", contenders(
+        lambda: em.conv2d_input_grad(edy, edw, input_shape=x.shape, padding=1, groups=64),
+        F and (lambda: torch.nn.grad.conv2d_input(x.shape, tdw, tdy, padding=1, groups=64)))))
+    cases.append(("depthwise conv2d weight gradient", contenders(
+        lambda: em.conv2d_weight_grad(ex, edy, weight_shape=dw.shape, padding=1, groups=64),
+        F and (lambda: torch.nn.grad.conv2d_weight(tx, dw.shape, tdy, padding=1, groups=64)))))
     cases.append(("conv2d input gradient (same conv)", contenders(
         lambda: em.conv2d_input_grad(edy, ew, input_shape=x.shape, padding=1),
         F and (lambda: torch.nn.grad.conv2d_input(x.shape, tw, tdy, padding=1)))))

@@ -22,13 +22,16 @@ CASES = [  # n, c, h, w, o, (kh, kw), stride, padding, dilation, groups
     (2, 3, 7, 7, 1, (3, 3), (1, 1), (1, 1), (1, 1), 1),  # one output channel (no output transpose)
     (2, 12, 6, 6, 6, (6, 6), (1, 1), (0, 0), (1, 1), 3),  # one output pixel
     (4, 64, 14, 14, 32, (3, 3), (1, 1), (1, 1), (1, 1), 1),
+    (2, 6, 5, 16, 6, (3, 3), (1, 1), (1, 1), (1, 1), 6),  # depthwise, rows of 16: ember-cpu's
 ]
 
 
-def _left_to_winograd(case) -> bool:
-    """xnnpack declines dense 3x3 stride-1 convolutions: ember-cpu's Winograd kernel is faster there."""
-    kernel, stride, dilation, groups = case[5], case[6], case[8], case[9]
-    return (kernel, stride, dilation, groups) == ((3, 3), (1, 1), (1, 1), 1)
+def _left_to_ember_cpu(case) -> bool:
+    """xnnpack declines dense 3x3 stride-1 convolutions (ember-cpu's Winograd kernel is faster
+    there) and depthwise ones at stride 1 with output rows of 14 or more (its depthwise kernel)."""
+    _, c, _, w, o, kernel, stride, padding, dilation, groups = case
+    depthwise_rows = groups == c > 1 and o % c == 0 and stride == (1, 1) and w + 2 * padding[1] - kernel[1] + 1 >= 14
+    return (kernel, stride, dilation, groups) == ((3, 3), (1, 1), (1, 1), 1) or depthwise_rows
 
 
 def _run(rng, case, bias, activation):
@@ -49,7 +52,7 @@ def _run(rng, case, bias, activation):
 @pytest.mark.parametrize("activation", [None, "relu"])
 def test_conv2d_matches_reference(rng, case, bias, activation):
     out, providers, _ = _run(rng, case, bias, activation)
-    assert served_by(providers, "conv2d") == {"cpu" if _left_to_winograd(case) else "xnnpack"}
+    assert served_by(providers, "conv2d") == {"cpu" if _left_to_ember_cpu(case) else "xnnpack"}
     if activation == "relu":
         assert out.numpy().min() >= 0
 
@@ -149,9 +152,10 @@ def test_conv2d_input_grad_matches_reference(rng, case):
     magnitude = ref.conv2d_input_grad(np.abs(dy), np.abs(wt), shape, **params)
     ref.assert_close_dot(out.numpy(), ref.conv2d_input_grad(dy, wt, shape, **params), magnitude)
     # a stride-1 3x3 input gradient is the convolution with the flipped kernel: ember-cpu runs it on
-    # its Winograd kernel, faster than XNNPACK's deconvolution
+    # its Winograd kernel, faster than XNNPACK's deconvolution; a depthwise one on its depthwise kernel
     winograd = (kh, kw, stride, dilation, groups) == (3, 3, (1, 1), (1, 1), 1) and o > 1 and max(padding) <= 2
-    assert served_by(providers, "conv2d_input_grad") == {"cpu" if winograd else "xnnpack"}
+    depthwise = groups == shape[1] > 1 and o % groups == 0
+    assert served_by(providers, "conv2d_input_grad") == {"cpu" if winograd or depthwise else "xnnpack"}
 
 
 WEIGHT_GRAD_CASES = [  # input shape, o, (kh, kw), stride, padding, dilation

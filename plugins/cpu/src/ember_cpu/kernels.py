@@ -175,11 +175,31 @@ def _winograd_takes(weight: Any, stride: tuple[int, int], dilation: tuple[int, i
             and all(t._numel for t in present))
 
 
+def _window(kernel_size: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+            dilation: tuple[int, int] = (1, 1)) -> Any:
+    return ffi.new("ember_cpu_window *", (*kernel_size, *stride, *padding, *dilation))
+
+
+def _depthwise(x_shape: tuple[int, ...], weight: Any, groups: int, *tensors: Any) -> bool:
+    """conv_depthwise.c's kernels: one group per input channel (at least two), float32/float64,
+    every tensor (None: an absent bias) contiguous."""
+    return (groups > 1 and groups == x_shape[1] and weight._shape[1] == 1 and weight._dtype.name in _CONV_DTYPES
+            and all(t._contig for t in (weight, *tensors) if t is not None))
+
+
 def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
            dilation: tuple[int, int], groups: int, activation: str | None) -> Any:
-    """3x3 kernels at stride 1, dilation 1, groups 1 run Winograd F(2x2, 3x3) (conv.c); every other
-    call, and an empty one, is declined to the next provider or the core's composite."""
-    if activation not in (None, "relu") or not _winograd_takes(weight, stride, dilation, groups, out, x, bias):
+    """3x3 kernels at stride 1, dilation 1, groups 1 run Winograd F(2x2, 3x3) (conv.c), depthwise
+    convolutions conv_depthwise.c; every other call, and an empty one, is declined to the next
+    provider or the core's composite."""
+    if activation not in (None, "relu"):
+        return NotImplemented
+    if _depthwise(x._shape, weight, groups, out, x, bias):
+        _check(lib.ember_cpu_conv2d_depthwise(*_all_desc(out, x, weight), _optional_desc(bias),
+                                              _window(weight._shape[2:], stride, padding, dilation),
+                                              int(activation == "relu")), "conv2d")
+        return None
+    if not _winograd_takes(weight, stride, dilation, groups, out, x, bias):
         return NotImplemented
     n, c, h, w = x._shape
     o = weight._shape[0]
@@ -196,7 +216,13 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
 def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[int, int],
                       padding: tuple[int, int], dilation: tuple[int, int], groups: int) -> Any:
     """The 3x3 stride-1 case (padding 0-2) as the Winograd kernel on the transposed, flipped weight,
-    read in place; the core's composite copied that weight first.  Everything else declines."""
+    read in place (the core's composite copied that weight first), and depthwise convolutions.
+    Everything else declines."""
+    if _depthwise(out._shape, weight, groups, out, grad_output):
+        _check(lib.ember_cpu_conv2d_depthwise_input_grad(*_all_desc(out, grad_output, weight),
+                                                         _window(weight._shape[2:], stride, padding, dilation)),
+               "conv2d_input_grad")
+        return None
     if not all(0 <= p <= 2 for p in padding) or not _winograd_takes(weight, stride, dilation, groups, out,
                                                                      grad_output):
         return NotImplemented
@@ -208,15 +234,14 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
     return None
 
 
-def _window(kernel_size: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
-            dilation: tuple[int, int] = (1, 1)) -> Any:
-    return ffi.new("ember_cpu_window *", (*kernel_size, *stride, *padding, *dilation))
-
-
 def conv2d_weight_grad(out: Any, x: Any, grad_output: Any, *, stride: tuple[int, int], padding: tuple[int, int],
                        dilation: tuple[int, int], groups: int) -> None:
-    _check(lib.ember_cpu_conv2d_weight_grad(*_all_desc(out, x, grad_output),
-                                            _window(out._shape[2:], stride, padding, dilation), groups),
+    window = _window(out._shape[2:], stride, padding, dilation)
+    if _depthwise(x._shape, out, groups):
+        _check(lib.ember_cpu_conv2d_depthwise_weight_grad(*_all_desc(out, x, grad_output), window),
+               "conv2d_weight_grad")
+        return
+    _check(lib.ember_cpu_conv2d_weight_grad(*_all_desc(out, x, grad_output), window, groups),
            "conv2d_weight_grad")
 
 

@@ -97,6 +97,19 @@ def _winograd_wins(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, groups:
     return (kh, kw, sh, sw, dh, dw, groups) == (3, 3, 1, 1, 1, 1, 1)
 
 
+def _depthwise(groups: int, c: int, group_in: int) -> bool:
+    return groups > 1 and groups == c and group_in == 1
+
+
+def _depthwise_rows_win(sh: int, sw: int, ow: int) -> bool:
+    """ember-cpu's depthwise kernel computes whole rows of 16 outputs per vector: at stride 1 with
+    rows of 14 or more it is faster (ember-cpu / XNNPACK time, 2 threads, inference; with weights
+    trained between calls alike): 8x128x56x56 3x3 0.77, 8x256x14x14 0.86, 1x32x112x112 0.49,
+    8x64x28x28 5x5 0.90.  Shorter rows leave lanes idle and stride 2 splits rows into phases:
+    32x32x8x8 1.73, 8x512x7x7 1.74, 8x128x56x56 at stride 2 1.25, which XNNPACK keeps."""
+    return (sh, sw) == (1, 1) and ow >= 14
+
+
 def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
            dilation: tuple[int, int], groups: int, activation: str | None) -> Any:
     if _nothing_to_do(out):
@@ -105,6 +118,8 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
     o, group_in, kh, kw = weight._shape
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     if _winograd_wins(kh, kw, sh, sw, dh, dw, groups):   # first: the demo's step declines twice
+        return NotImplemented
+    if _depthwise(groups, c, group_in) and _depthwise_rows_win(sh, sw, out._shape[3]):
         return NotImplemented
     if activation not in _CLAMPS or not _takes(out, x, weight, bias) or not x._numel:
         return NotImplemented
@@ -144,6 +159,10 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
     if _winograd_wins(kh, kw, sh, sw, dh, dw, groups) and o > 1 and ph <= 2 and pw <= 2:
         # ember-cpu runs this as the 3x3 convolution of grad_output with the flipped, transposed
         # kernel on its Winograd kernel: 8x64x56x56 4.5 ms against XNNPACK's 11.0
+        return NotImplemented
+    if _depthwise(groups, c, group_in):
+        # ember-cpu's depthwise gradient: 8x128x56x56 3x3 2.7 ms against XNNPACK's 51 (stride 2:
+        # 2.7 vs 29), 8x256x14x14 1.3 vs 4.2, 32x32x8x8 0.41 vs 0.84
         return NotImplemented
     oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     # the rows/columns the conv's floor division dropped, which the deconvolution must add back

@@ -129,6 +129,18 @@ typedef struct {
 int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output,
                                  const ember_cpu_window *w, int64_t groups);
 
+/* ---- depthwise convolution (conv_depthwise.c) ----------------------------------------------- */
+/* groups == C: out(N, C*M, OH, OW) = conv2d(x(N, C, H, W), weight(C*M, 1, kh, kw)) over window w,
+ * + bias (C*M, or NULL), then relu when relu != 0; float32/float64, all contiguous. */
+int ember_cpu_conv2d_depthwise(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                               const ember_tensor *bias, const ember_cpu_window *w, int relu);
+/* Its gradient with respect to x: out (N, C, H, W) from grad_output (N, C*M, OH, OW) and weight. */
+int ember_cpu_conv2d_depthwise_input_grad(const ember_tensor *out, const ember_tensor *grad_output,
+                                          const ember_tensor *weight, const ember_cpu_window *w);
+/* Its gradient with respect to weight: out (C*M, 1, kh, kw) from x and grad_output. */
+int ember_cpu_conv2d_depthwise_weight_grad(const ember_tensor *out, const ember_tensor *x,
+                                           const ember_tensor *grad_output, const ember_cpu_window *w);
+
 /* ---- optimizer updates (optim.c) ----------------------------------------------------------- */
 #define EMBER_CPU_DECAY_NONE 0
 #define EMBER_CPU_DECAY_L2 1          /* g += decay * param (Adam's weight_decay)                    */
