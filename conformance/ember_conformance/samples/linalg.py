@@ -68,7 +68,8 @@ def conv2d(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
 
     out = [s("basic", (2, 3, 7, 7), (4, 3, 3, 3)), s("no-bias", (1, 2, 5, 6), (3, 2, 2, 3), bias=False),
            s("stride-padding-dilation", (2, 3, 9, 8), (4, 3, 3, 3), stride=2, padding=1, dilation=2),
-           s("groups", (2, 4, 6, 6), (6, 2, 3, 3), groups=2), s("pointwise", (2, 5, 4, 4), (3, 5, 1, 1))]
+           s("groups", (2, 4, 6, 6), (6, 2, 3, 3), groups=2), s("pointwise", (2, 5, 4, 4), (3, 5, 1, 1)),
+           s("depthwise", (2, 3, 7, 18), (6, 1, 3, 3), groups=3, stride=(1, 2), padding=1)]
     if level == 1:
         bad = s("error-channels", (1, 3, 5, 5), (2, 4, 3, 3))
         bad.error = (ShapeError, ValueError)  # type: ignore[assignment]
