@@ -90,11 +90,14 @@ static void tap_offsets(const dw_geom *g, int64_t *off, int64_t *phase, int64_t 
 /* Vectors that n bytes take up. */
 static int64_t vectors_for(int64_t nbytes) { return (nbytes + VEC_BYTES - 1) / VEC_BYTES; }
 
-/* The int64 words of tap_offsets' three arrays and of the terms' indexes (see the scratch). */
-static int64_t index_words(const dw_geom *g) { return 2 * g->taps + 2 * g->w.kw + g->w.kh * g->w.sw + 1; }
+/* The int64 words of tap_offsets' three arrays, computed once per call and shared by the threads. */
+static int64_t tap_words(const dw_geom *g) { return g->taps + 2 * g->w.kw; }
+
+/* The int64 words of one thread's term indexes (see the scratch). */
+static int64_t index_words(const dw_geom *g) { return g->taps + g->w.kh * g->w.sw + 1; }
 
 /* Bytes of one thread's scratch, in this order: the phased plane and a row buffer of lead + cols
- * elements (of at most 8 bytes), the index arrays, a filter's taps as vectors, and `sums` vectors
+ * elements (of at most 8 bytes), the term indexes, a filter's taps as vectors, and `sums` vectors
  * (the weight gradient's accumulators). */
 static int64_t dw_scratch_bytes(const dw_geom *g, int64_t sums) {
     return (vectors_for(g->w.sw * g->rows * g->cols * 8) + vectors_for((g->lead + g->cols) * 8) +
@@ -119,8 +122,9 @@ static int64_t dw_scratch_bytes(const dw_geom *g, int64_t sums) {
 
 /* Checks x (the input side), y (the output side), weight, the window and bias (forward only: one
  * per output channel, or NULL), then runs the pass's tasks over the threads, each with its
- * scratch block: forward and input grad take one (image, input channel) plane per task, the
- * weight grad one input channel over all images.  dst, src and other are as dw_task takes them. */
+ * scratch block after the shared tap offsets: forward and input grad take one (image, input
+ * channel) plane per task, the weight grad one input channel over all images.  dst, src and other
+ * are as dw_task takes them. */
 static int depthwise(dw_pass pass, const ember_tensor *x, const ember_tensor *y, const ember_tensor *weight,
                      const ember_cpu_window *w, const ember_tensor *dst, const ember_tensor *src,
                      const ember_tensor *other, const ember_tensor *bias, int relu) {
@@ -134,16 +138,19 @@ static int depthwise(dw_pass pass, const ember_tensor *x, const ember_tensor *y,
     int64_t tasks = pass == DW_WEIGHT_GRAD ? g.C : g.N * g.C;
     int64_t per_thread = dw_scratch_bytes(&g, pass == DW_WEIGHT_GRAD ? g.M * g.taps : 0);
     int nthreads = ember_threads_for(g.N * g.C * g.M * g.OH * g.OW * g.taps, tasks);
-    char *scratch = ember_cpu_alloc(nthreads * per_thread);
+    int64_t shared = vectors_for(tap_words(&g) * 8) * VEC_BYTES;
+    char *scratch = ember_cpu_alloc(shared + nthreads * per_thread);
     if (!scratch) return EMBER_ERR_OUT_OF_MEMORY;
+    int64_t *off = (int64_t *)scratch;
+    tap_offsets(&g, off, off + g.taps, off + g.taps + g.w.kw);
     const void *b = bias ? ember_base(bias) : NULL;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t task = 0; task < tasks; task++) {
-        char *mine = scratch + omp_get_thread_num() * per_thread;
+        char *mine = scratch + shared + omp_get_thread_num() * per_thread;
         if (x->dtype == EMBER_FLOAT32)
-            dw_task_f32(pass, &g, task, mine, ember_base(dst), ember_base(src), ember_base(other), b, relu);
+            dw_task_f32(pass, &g, task, off, mine, ember_base(dst), ember_base(src), ember_base(other), b, relu);
         else
-            dw_task_f64(pass, &g, task, mine, ember_base(dst), ember_base(src), ember_base(other), b, relu);
+            dw_task_f64(pass, &g, task, off, mine, ember_base(dst), ember_base(src), ember_base(other), b, relu);
     }
     ember_cpu_free(scratch);
     return EMBER_OK;
@@ -191,25 +198,25 @@ static inline VEC DW_NAME(keep)(VEC x, int64_t valid) {
 
 /* The scratch of one thread, carved out of its block (dw_scratch_bytes). */
 typedef struct {
-    T *plane;                       /* sw phases x rows x cols                                  */
-    T *row;                         /* lead + cols: an output or gradient row                   */
-    int64_t *off, *phase, *shift;   /* taps, kw, kw: tap_offsets                                */
-    VEC *terms;                     /* taps: a filter's weights, broadcast, in the order below  */
-    int64_t *rel;                   /* taps: where each term's row starts, from a base pointer  */
-    int64_t *first;                 /* kh * sw + 1: the scatter's terms of (ky, phase) in order */
-    VEC *sums;                      /* the weight gradient's M x taps accumulators              */
+    const int64_t *off, *phase, *shift;   /* taps, kw, kw: tap_offsets, shared by the threads     */
+    T *plane;                             /* sw phases x rows x cols                              */
+    T *row;                               /* lead + cols: an output or gradient row               */
+    int64_t *rel;                         /* taps: where each term's row starts, from a base      */
+    int64_t *first;                       /* kh * sw + 1: the scatter's terms of (ky, phase)      */
+    VEC *terms;                           /* taps: a filter's weights, broadcast, in that order   */
+    VEC *sums;                            /* the weight gradient's M x taps accumulators          */
 } DW_NAME(scratch);
 
-static DW_NAME(scratch) DW_NAME(carve)(const dw_geom *g, char *block) {
+static DW_NAME(scratch) DW_NAME(carve)(const dw_geom *g, const int64_t *off, char *block) {
     DW_NAME(scratch) s;
+    s.off = off;
+    s.phase = off + g->taps;
+    s.shift = s.phase + g->w.kw;
     s.plane = (T *)block;
     s.row = (T *)(block + vectors_for(g->w.sw * g->rows * g->cols * 8) * VEC_BYTES);
-    s.off = (int64_t *)((char *)s.row + vectors_for((g->lead + g->cols) * 8) * VEC_BYTES);
-    s.phase = s.off + g->taps;
-    s.shift = s.phase + g->w.kw;
-    s.rel = s.shift + g->w.kw;
+    s.rel = (int64_t *)((char *)s.row + vectors_for((g->lead + g->cols) * 8) * VEC_BYTES);
     s.first = s.rel + g->taps;
-    s.terms = (VEC *)((char *)s.off + vectors_for(index_words(g) * 8) * VEC_BYTES);
+    s.terms = (VEC *)((char *)s.rel + vectors_for(index_words(g) * 8) * VEC_BYTES);
     s.sums = s.terms + g->taps;
     return s;
 }
@@ -361,12 +368,12 @@ static void DW_NAME(correlate)(const dw_geom *g, const DW_NAME(scratch) *s, cons
 }
 
 /* Task `task` of a pass: a plane (image n, channel c) for forward and input grad, a channel over
- * all images for the weight grad.  dst, src, other: out, x, weight (forward); dx, grad_output,
- * weight (input grad); dweight, x, grad_output (weight grad). */
-static void DW_NAME(dw_task)(dw_pass pass, const dw_geom *g, int64_t task, char *block, void *dst, const void *src,
-                             const void *other, const void *bias, int relu) {
-    DW_NAME(scratch) s = DW_NAME(carve)(g, block);
-    tap_offsets(g, s.off, s.phase, s.shift);
+ * all images for the weight grad.  off: tap_offsets' arrays; block: the thread's scratch.  dst,
+ * src, other: out, x, weight (forward); dx, grad_output, weight (input grad); dweight, x,
+ * grad_output (weight grad). */
+static void DW_NAME(dw_task)(dw_pass pass, const dw_geom *g, int64_t task, const int64_t *off, char *block,
+                             void *dst, const void *src, const void *other, const void *bias, int relu) {
+    DW_NAME(scratch) s = DW_NAME(carve)(g, off, block);
     int64_t in_plane = g->H * g->W, out_planes = g->M * g->OH * g->OW, filters = g->M * g->taps;
     if (pass == DW_FORWARD) {
         int64_t c = task % g->C;
