@@ -239,27 +239,25 @@ static void DW_NAME(fill_phases)(const dw_geom *g, T *restrict plane, const T *r
 }
 
 /* The inverse of fill_phases for the padded plane's interior: dx (H, W) from `plane`; columns
- * and rows no window reaches are 0. */
+ * and rows no window reaches are 0.  Phases outermost: each one's run of columns is computed
+ * once, not once per row (its divisions cost more than a short row's copy). */
 static void DW_NAME(read_phases)(const dw_geom *g, T *restrict dx, const T *restrict plane) {
-    for (int64_t iy = 0; iy < g->H; iy++) {
-        T *dst = dx + iy * g->W;
-        int64_t r = iy + g->w.ph;
-        if (r >= g->rows) {
-            memset(dst, 0, (size_t)g->W * sizeof(T));
-            continue;
-        }
-        for (int64_t q = 0; q < g->w.sw; q++) {
-            ember_run run = ember_inside_run(g->cols, g->W, q - g->w.pw, g->w.sw);
-            const T *src = plane + (q * g->rows + r) * g->cols;
+    int64_t rows = ember_max64(0, ember_min64(g->H, g->rows - g->w.ph));   /* rows some window reaches */
+    int64_t reached = ember_max64(0, ember_min64(g->W, g->cols * g->w.sw - g->w.pw));   /* columns */
+    for (int64_t q = 0; q < g->w.sw; q++) {
+        ember_run run = ember_inside_run(g->cols, g->W, q - g->w.pw, g->w.sw);
+        for (int64_t iy = 0; iy < rows; iy++) {
+            T *dst = dx + iy * g->W;
+            const T *src = plane + (q * g->rows + iy + g->w.ph) * g->cols;
             if (g->w.sw == 1)
                 memcpy(dst + run.first - g->w.pw, src + run.first, (size_t)(run.last - run.first) * sizeof(T));
             else
                 for (int64_t j = run.first; j < run.last; j++) dst[q + j * g->w.sw - g->w.pw] = src[j];
         }
-        /* columns past the last phase column (no window reads them) */
-        int64_t reached = ember_max64(0, g->cols * g->w.sw - g->w.pw);
-        if (reached < g->W) memset(dst + reached, 0, (size_t)(g->W - reached) * sizeof(T));
     }
+    if (reached < g->W)
+        for (int64_t iy = 0; iy < rows; iy++) memset(dx + iy * g->W + reached, 0, (size_t)(g->W - reached) * sizeof(T));
+    memset(dx + rows * g->W, 0, (size_t)((g->H - rows) * g->W) * sizeof(T));
 }
 
 /* Vector v of the sum over k < count of terms[k] * (the row at base + rel[k]): the inner loop of
