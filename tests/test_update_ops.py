@@ -1,92 +1,146 @@
-"""The update family (ember_core/ops/optim.toml): adam_step against a float64 reference, its
-in-place contract (what is written, version counters, the composite for other layouts) and its
-bad inputs.  That a native kernel equals the composite bit for bit is ember-cpu's test."""
+"""The update family (ember_core/ops/optim.toml): adam_step and sgd_step against float64
+references, their in-place contract (what is written, version counters, the composite for other
+layouts) and their bad inputs.  That a native kernel equals the composite bit for bit is
+ember-cpu's test."""
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import pytest
-from ember_conformance.references import adam_reference as reference
+from ember_conformance.references import adam_reference, sgd_reference
 
 import ember_core as em
-from ember_core.ops.optim_composites import adam_step as composite
-
-HYPER = {"lr": 0.05, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
+from ember_core.ops import optim_composites
 
 
-def state(dtype: str, shape=(6, 7), seed: int = 0) -> list[np.ndarray]:
+class Update(NamedTuple):
+    op: Any
+    composite: Any
+    reference: Any  # float64 arrays -> the new values of the written tensors, in order
+    tensors: int  # param, grad, then the state
+    hyper: dict[str, Any]  # a valid call's keywords
+
+    @property
+    def written(self) -> list[int]:  # every tensor but the gradient
+        return [0, *range(2, self.tensors)]
+
+
+UPDATES = {
+    "adam_step": Update(em.adam_step, optim_composites.adam_step, adam_reference, 4,
+                        {"lr": 0.05, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "step": 1}),
+    "sgd_step": Update(em.sgd_step, optim_composites.sgd_step, sgd_reference, 3, {"lr": 0.05, "momentum": 0.9}),
+}
+# per step: the keywords that change as training goes on
+STEPS = {"adam_step": lambda i: {"step": i + 1}, "sgd_step": lambda i: {"first_step": i == 0}}
+OPTIONS = {
+    "adam_step": {"adam": {}, "l2": {"weight_decay": 0.1}, "adamw": {"weight_decay": 0.1, "decoupled": True},
+                  "maximize": {"maximize": True}},
+    "sgd_step": {"momentum": {}, "dampening-l2": {"dampening": 0.3, "weight_decay": 0.1},
+                 "nesterov": {"nesterov": True, "weight_decay": 0.1}, "maximize": {"maximize": True}},
+}
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-2, "bfloat16": 5e-2}
+
+
+def state(update: Update, dtype: str = "float32", shape=(6, 7), seed: int = 0) -> list[np.ndarray]:
+    """param, grad and state arrays; the last of four (Adam's second moment) is >= 0."""
     rng = np.random.default_rng(seed)
-    p, g, m = (rng.standard_normal(shape) for _ in range(3))
-    return [a.astype(dtype) for a in (p, g, m, rng.random(shape))]
+    arrays = [rng.standard_normal(shape) for _ in range(3)] + [rng.random(shape)]
+    return [a.astype(dtype) for a in arrays[:update.tensors]]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-@pytest.mark.parametrize("options", [{}, {"weight_decay": 0.1}, {"weight_decay": 0.1, "decoupled": True},
-                                     {"maximize": True}], ids=["adam", "l2", "adamw", "maximize"])
-@pytest.mark.parametrize("fn", [em.adam_step, composite], ids=["op", "composite"])
-def test_adam_step_matches_the_reference(dtype, options, fn):
-    arrays = state("float32")
+@pytest.mark.parametrize(("name", "options"), [(n, o) for n in OPTIONS for o in OPTIONS[n].values()],
+                         ids=[f"{n}-{o}" for n in OPTIONS for o in OPTIONS[n]])
+@pytest.mark.parametrize("through", ["op", "composite"])
+def test_update_matches_the_reference(dtype, name, options, through):
+    update = UPDATES[name]
+    fn = update.op if through == "op" else update.composite
+    arrays = state(update)
     tensors = [em.asarray(a).astype(getattr(em, dtype)) for a in arrays]
     want = [a.astype(np.float64) for a in arrays]
-    for step in (1, 2, 3):
-        kwargs = {**HYPER, "step": step, **options}
+    for i in range(3):
+        kwargs = {**update.hyper, **options, **STEPS[name](i)}
         assert fn(*tensors, **kwargs) is tensors[0]
-        want[0], want[2], want[3] = reference(*want, **kwargs)
-    tol = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-2, "bfloat16": 5e-2}[dtype]
-    for got, expected in zip(tensors[::2] + tensors[3:], want[::2] + want[3:]):
-        np.testing.assert_allclose(got.astype(em.float64).numpy(), expected, rtol=tol, atol=tol)
+        for k, value in zip(update.written, update.reference(*want, **kwargs)):
+            want[k] = value
+    tol = TOLERANCE[dtype]
+    for k in update.written:
+        np.testing.assert_allclose(tensors[k].astype(em.float64).numpy(), want[k], rtol=tol, atol=tol)
 
 
-def test_adam_step_writes_param_and_state_and_moves_their_versions():
-    p, g, m, v = (em.asarray(a) for a in state("float32"))
-    before = [t._storage.version for t in (p, g, m, v)]
-    grad_values = g.numpy().copy()
-    em.adam_step(p, g, m, v, **HYPER, step=1)
-    after = [t._storage.version for t in (p, g, m, v)]
-    assert [b - a for a, b in zip(before, after)] == [1, 0, 1, 1]
-    np.testing.assert_array_equal(g.numpy(), grad_values)
+def test_sgd_step_first_step_takes_the_gradient_as_the_buffer_whatever_it_held():
+    update = UPDATES["sgd_step"]
+    p, g, b = (em.asarray(a) for a in state(update, "float64"))
+    b[...] = float("nan")  # an empty_like buffer may hold anything
+    em.sgd_step(p, g, b, lr=0.1, momentum=0.9, dampening=0.5, first_step=True)
+    np.testing.assert_array_equal(b.numpy(), g.numpy())
 
 
-def test_adam_step_on_views_runs_the_composite_and_writes_through():
-    arrays = state("float32", (6, 14))
+@pytest.mark.parametrize("name", UPDATES)
+def test_update_writes_param_and_state_and_moves_their_versions(name):
+    update = UPDATES[name]
+    tensors = [em.asarray(a) for a in state(update)]
+    before = [t._storage.version for t in tensors]
+    grad_values = tensors[1].numpy().copy()
+    update.op(*tensors, **update.hyper)
+    moved = [t._storage.version - v for t, v in zip(tensors, before)]
+    assert moved == [int(k in update.written) for k in range(update.tensors)]
+    np.testing.assert_array_equal(tensors[1].numpy(), grad_values)
+
+
+@pytest.mark.parametrize("name", UPDATES)
+def test_update_on_views_runs_the_composite_and_writes_through(name):
+    update = UPDATES[name]
+    arrays = state(update, shape=(6, 14))
     tensors = [em.asarray(a) for a in arrays]
-    views = [t[:, ::2] for t in tensors]
     with em.trace_dispatch() as log:
-        em.adam_step(*views, **HYPER, step=2)
-    assert log.providers()["adam_step"] == {"composite": 1}
-    want = reference(*(a[:, ::2].astype(np.float64) for a in arrays), **HYPER, step=2)
+        update.op(*(t[:, ::2] for t in tensors), **update.hyper)
+    assert log.providers()[name] == {"composite": 1}
+    want = update.reference(*(a[:, ::2].astype(np.float64) for a in arrays), **update.hyper)
     np.testing.assert_allclose(tensors[0].numpy()[:, ::2], want[0], rtol=1e-5)
     np.testing.assert_array_equal(tensors[0].numpy()[:, 1::2], arrays[0][:, 1::2])  # the rest untouched
 
 
+@pytest.mark.parametrize("name", UPDATES)
 @pytest.mark.parametrize(("change", "error"), [
-    (lambda t: [t[0], t[1], t[2][:5], t[3]], em.ShapeError),
-    (lambda t: [t[0], t[1].astype(em.float64), t[2], t[3]], em.DTypeError),
-    (lambda t: [t[0], t[1], t[0], t[3]], ValueError),  # exp_avg is the parameter itself
-    (lambda t: [t[0].astype(em.int32), t[1].astype(em.int32), t[2].astype(em.int32), t[3].astype(em.int32)],
-     em.DTypeError),
-])
-def test_adam_step_rejects_mismatched_tensors(change, error):
-    tensors = [em.asarray(a) for a in state("float32")]
+    (lambda t: [*t[:2], t[2][:5], *t[3:]], em.ShapeError),
+    (lambda t: [t[0], t[1].astype(em.float64), *t[2:]], em.DTypeError),
+    (lambda t: [t[0], t[1], t[0], *t[3:]], ValueError),  # the state is the parameter itself
+    (lambda t: [x.astype(em.int32) for x in t], em.DTypeError),
+], ids=["shape", "dtype", "aliased", "integer"])
+def test_update_rejects_mismatched_tensors(name, change, error):
+    update = UPDATES[name]
+    tensors = [em.asarray(a) for a in state(update)]
     snapshot = [t.numpy().copy() for t in tensors]
     with pytest.raises(error):
-        em.adam_step(*change(tensors), **HYPER, step=1)
+        update.op(*change(tensors), **update.hyper)
     for t, before in zip(tensors, snapshot):
         np.testing.assert_array_equal(t.numpy(), before)  # nothing was written
 
 
-@pytest.mark.parametrize("bad", [{"step": 0}, {"step": 1.5}, {"beta1": 1.0}, {"lr": -0.1}, {"eps": float("nan")},
-                                 {"weight_decay": float("inf")}])
-def test_adam_step_rejects_bad_hyperparameters(bad):
-    tensors = [em.asarray(a) for a in state("float32")]
-    with pytest.raises(ValueError):
-        em.adam_step(*tensors, **{**HYPER, "step": 1, **bad})
+@pytest.mark.parametrize(("name", "bad", "match"), [
+    ("adam_step", {"step": 0}, "step"), ("adam_step", {"step": 1.5}, "step"), ("adam_step", {"beta1": 1.0}, "below 1"),
+    ("adam_step", {"lr": -0.1}, "lr"), ("adam_step", {"eps": float("nan")}, "eps"),
+    ("adam_step", {"weight_decay": float("inf")}, "weight_decay"),
+    ("sgd_step", {"momentum": 0.0}, "momentum > 0"), ("sgd_step", {"nesterov": True, "dampening": 0.1}, "dampening"),
+    ("sgd_step", {"lr": -0.1}, "lr"), ("sgd_step", {"momentum": float("nan")}, "momentum"),
+    ("sgd_step", {"dampening": True}, "dampening"),
+])
+def test_update_rejects_bad_hyperparameters(name, bad, match):
+    update = UPDATES[name]
+    tensors = [em.asarray(a) for a in state(update)]
+    with pytest.raises(ValueError, match=match):
+        update.op(*tensors, **{**update.hyper, **bad})
 
 
-def test_adam_step_refuses_to_write_a_parameter_that_autograd_records():
-    p, g, m, v = (em.asarray(a) for a in state("float32"))
-    p.requires_grad = True
+@pytest.mark.parametrize("name", UPDATES)
+def test_update_refuses_to_write_a_parameter_that_autograd_records(name):
+    update = UPDATES[name]
+    tensors = [em.asarray(a) for a in state(update)]
+    tensors[0].requires_grad = True
     with pytest.raises(RuntimeError, match="no_grad"):
-        em.adam_step(p, g, m, v, **HYPER, step=1)
+        update.op(*tensors, **update.hyper)
     with em.no_grad():
-        em.adam_step(p, g, m, v, **HYPER, step=1)
+        update.op(*tensors, **update.hyper)

@@ -148,6 +148,9 @@ def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         x = args[0]
         square = np.mean(np.abs(x) ** 2, axis=kwargs.get("axis"), keepdims=kwargs.get("keepdims", False))
         return square if op == "var" else np.sqrt(square)
+    if op == "sgd_step":  # param - lr * direction cancels: judge against |param| + lr * |direction|
+        magnitudes = (np.abs(a) for a in args[:3])  # with lr negated, the step adds what it subtracted
+        return sgd_reference(*magnitudes, **{**kwargs, "lr": -kwargs["lr"], "maximize": False})[0]
     if op == "log_softmax":  # x - max - log(sum(exp)): the error scales with |x - max| + 1, not the result
         x, axis = args[0], kwargs.get("axis", args[1] if len(args) > 1 else -1)
         return np.abs(x - x.max(axis=axis, keepdims=True)) + 1
@@ -289,3 +292,15 @@ def adam_reference(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp
 
 
 REFERENCES["adam_step"] = lambda *tensors, **hyper: adam_reference(*tensors, **hyper)[0]  # the param
+
+
+def sgd_reference(param: np.ndarray, grad: np.ndarray, momentum_buffer: np.ndarray, *, lr: float, momentum: float,
+                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
+                  first_step: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """PyTorch's SGD step with momentum: the new (param, momentum_buffer)."""
+    g = (-grad if maximize else grad) + weight_decay * param
+    buf = g if first_step else momentum * momentum_buffer + (1 - dampening) * g
+    return param - lr * (g + momentum * buf if nesterov else buf), buf
+
+
+REFERENCES["sgd_step"] = lambda *tensors, **hyper: sgd_reference(*tensors, **hyper)[0]  # the param

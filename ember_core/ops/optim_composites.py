@@ -45,3 +45,21 @@ def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, /, *, lr: fl
     denom = ops.sqrt(exp_avg_sq) * c.bias2_scale + c.eps
     copy_into(param, param - exp_avg / denom * c.step_size)
     return param
+
+
+def sgd_step(param: Any, grad: Any, momentum_buffer: Any, /, *, lr: float, momentum: float, dampening: float = 0.0,
+             weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
+             first_step: bool = False) -> Any:
+    from ember_core.creation import copy_into
+    from ember_core.ops import namespace as ops
+
+    g = ops.negative(grad) if maximize else grad
+    if weight_decay:
+        g = g + param * weight_decay
+    if first_step:
+        copy_into(momentum_buffer, g)
+    else:
+        copy_into(momentum_buffer, momentum_buffer * momentum + g * (1.0 - dampening))
+    direction = g + momentum_buffer * momentum if nesterov else momentum_buffer
+    copy_into(param, param - direction * lr)
+    return param

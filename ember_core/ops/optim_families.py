@@ -1,5 +1,6 @@
 """Builder of the update family (optim.toml): ops that rewrite tensors in place, such as one
-optimizer step of a parameter and its state.  Added to ``families.BUILDERS`` when imported.
+optimizer step of a parameter and its state (adam_step, sgd_step).  Added to ``families.BUILDERS``
+when imported.
 
 A call is validated whole before anything is written (types, one device, one dtype, one shape, no
 shared memory, hyperparameters in range), then offered to the providers when every tensor is
@@ -42,22 +43,38 @@ def _check_tensors(schema: OpSchema, named: dict[str, Tensor]) -> None:
                            f"`with ember_core.no_grad():`")
 
 
+def _non_negative(schema: OpSchema, name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{schema.name}: {name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
 def _check_adam(schema: OpSchema, a: dict[str, Any]) -> dict[str, Any]:
     step = a["step"]
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
         raise ValueError(f"{schema.name}: step counts updates from 1, got {step!r}")
     attrs: dict[str, Any] = {"step": step, "decoupled": bool(a["decoupled"]), "maximize": bool(a["maximize"])}
     for name in ("lr", "beta1", "beta2", "eps", "weight_decay"):
-        value = a[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{schema.name}: {name} must be a finite number >= 0, got {value!r}")
-        attrs[name] = float(value)
+        attrs[name] = _non_negative(schema, name, a[name])
     if attrs["beta1"] >= 1 or attrs["beta2"] >= 1:
         raise ValueError(f"{schema.name}: beta1 and beta2 must be below 1, got {attrs['beta1']}, {attrs['beta2']}")
     return attrs
 
 
-_ATTRIBUTES: dict[str, Callable[[OpSchema, dict[str, Any]], dict[str, Any]]] = {"adam_step": _check_adam}
+def _check_sgd(schema: OpSchema, a: dict[str, Any]) -> dict[str, Any]:
+    attrs: dict[str, Any] = {name: bool(a[name]) for name in ("nesterov", "maximize", "first_step")}
+    for name in ("lr", "momentum", "dampening", "weight_decay"):
+        attrs[name] = _non_negative(schema, name, a[name])
+    if attrs["momentum"] == 0:
+        raise ValueError(f"{schema.name} is SGD with momentum and needs momentum > 0; without momentum the step "
+                         f"is `param -= lr * grad`")
+    if attrs["nesterov"] and attrs["dampening"] != 0:
+        raise ValueError(f"{schema.name}: Nesterov momentum needs dampening = 0, got {attrs['dampening']}")
+    return attrs
+
+
+_ATTRIBUTES: dict[str, Callable[[OpSchema, dict[str, Any]], dict[str, Any]]] = {
+    "adam_step": _check_adam, "sgd_step": _check_sgd}
 
 
 def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:

@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import ember_core as em
-from ember_core.autograd import no_grad
 from ember_core.optim.optimizer import Optimizer
 
 
@@ -26,13 +25,6 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: betas must be two numbers in [0, 1), got {betas!r}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                                   "amsgrad": amsgrad, "maximize": maximize})
-
-    def step(self) -> None:
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
 
     def _update(self, p: Any, group: dict[str, Any]) -> None:
         lr, (beta1, beta2), decay = group["lr"], group["betas"], group["weight_decay"]

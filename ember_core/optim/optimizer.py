@@ -7,12 +7,14 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
+from ember_core.autograd import no_grad
 from ember_core.tensor import Tensor
 
 
 class Optimizer:
-    """Subclasses implement ``step()`` (run it under ``no_grad``) using ``self.param_groups`` and
-    ``self.state[param]``."""
+    """Subclasses implement ``_update(param, group)``, one parameter's step with its group's
+    hyperparameters and its ``self.state[param]``; ``step()`` runs it, under ``no_grad``, for every
+    parameter that has a gradient."""
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
         self.defaults = defaults
@@ -52,6 +54,13 @@ class Optimizer:
                 _clear_grad(p, set_to_none)
 
     def step(self) -> None:
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+
+    def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         raise NotImplementedError
 
     # ---- saving and loading ------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ember_core.autograd import no_grad
+import ember_core as em
 from ember_core.optim.optimizer import Optimizer
 
 
@@ -23,25 +23,18 @@ class SGD(Optimizer):
         super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
                                   "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
 
-    def step(self) -> None:
-        with no_grad():
-            for group in self.param_groups:
-                lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-                for p in group["params"]:
-                    g = p.grad
-                    if g is None:
-                        continue
-                    if group["maximize"]:
-                        g = -g
-                    if group["weight_decay"]:
-                        g = g + p * group["weight_decay"]
-                    if momentum:
-                        state = self.state.setdefault(p, {})
-                        buf = state.get("momentum_buffer")
-                        if buf is None:
-                            buf = g.clone()
-                        else:
-                            buf = buf * momentum + (g if dampening == 0 else g * (1 - dampening))
-                        state["momentum_buffer"] = buf
-                        g = g + buf * momentum if group["nesterov"] else buf
-                    p -= g * lr
+    def _update(self, p: Any, group: dict[str, Any]) -> None:
+        lr, momentum = group["lr"], group["momentum"]
+        if momentum:  # one fused op per parameter (ember_core/ops/optim.toml)
+            state = self.state.setdefault(p, {})
+            first = state.get("momentum_buffer") is None
+            if first:
+                state["momentum_buffer"] = em.empty_like(p)
+            em.sgd_step(p, p.grad, state["momentum_buffer"], lr=lr, momentum=momentum,
+                        dampening=group["dampening"], weight_decay=group["weight_decay"],
+                        nesterov=group["nesterov"], maximize=group["maximize"], first_step=first)
+            return
+        g = -p.grad if group["maximize"] else p.grad
+        if group["weight_decay"]:
+            g = g + p * group["weight_decay"]
+        p -= g * lr

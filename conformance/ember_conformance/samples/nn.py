@@ -104,3 +104,23 @@ def adam_step(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
         out += [Sample("error-state-shape", (p, g, _x(rng, (5, 4), dtype), v), hyper, error=ShapeError),
                 Sample("error-step-0", (p, g, m, v), {**hyper, "step": 0}, error=ValueError)]
     return out
+
+
+def sgd_step(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    """Judged by the parameter it returns (updated in place, through its momentum buffer)."""
+    rng = rng_for(schema.name, dtype)
+
+    def tensors(layout: str = "contiguous") -> tuple[Arr, ...]:
+        return _x(rng, (4, 5), dtype, layout), _x(rng, (4, 5), dtype), _x(rng, (4, 5), dtype)
+
+    hyper = {"lr": 0.05, "momentum": 0.9}
+    out = [Sample("momentum", tensors(), hyper), Sample("first-step", tensors(), {**hyper, "first_step": True}),
+           Sample("dampening-weight-decay", tensors(), {**hyper, "dampening": 0.3, "weight_decay": 0.1}),
+           Sample("nesterov", tensors(), {**hyper, "nesterov": True, "weight_decay": 0.1}),
+           Sample("maximize", tensors(), {**hyper, "maximize": True}),
+           Sample("strided-param", tensors("strided"), hyper)]
+    if level == 1:
+        p, g, b = tensors()
+        out += [Sample("error-buffer-shape", (p, g, _x(rng, (5, 4), dtype)), hyper, error=ShapeError),
+                Sample("error-no-momentum", (p, g, b), {**hyper, "momentum": 0.0}, error=ValueError)]
+    return out

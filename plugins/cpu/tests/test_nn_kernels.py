@@ -181,27 +181,39 @@ def test_conv2d_weight_grad_kernel_rejects_mismatched_operands():
         assert status == lib.EMBER_ERR_INVALID_ARGUMENT
 
 
+UPDATES = {  # op -> (its state tensors, keywords per step 0, 1, and the variants to run)
+    "adam_step": (2, lambda i: {"lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "step": i + 1},
+                  {"adam": {}, "l2": {"weight_decay": 0.1}, "adamw": {"weight_decay": 0.1, "decoupled": True},
+                   "maximize": {"maximize": True}}),
+    "sgd_step": (1, lambda i: {"lr": 0.01, "momentum": 0.9, "first_step": i == 0},
+                 {"momentum": {}, "dampening-l2": {"dampening": 0.3, "weight_decay": 0.1},
+                  "nesterov": {"nesterov": True, "weight_decay": 0.1}, "maximize": {"maximize": True}}),
+}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("n", [7, 100_003])  # one thread; split over the team
-@pytest.mark.parametrize("options", [{}, {"weight_decay": 0.1}, {"weight_decay": 0.1, "decoupled": True},
-                                     {"maximize": True}], ids=["adam", "l2", "adamw", "maximize"])
-def test_adam_step_equals_the_composite_bit_for_bit(dtype, n, options):
+@pytest.mark.parametrize(("name", "options"), [(n, o) for n in UPDATES for o in UPDATES[n][2].values()],
+                         ids=[f"{n}-{o}" for n in UPDATES for o in UPDATES[n][2]])
+def test_update_equals_the_composite_bit_for_bit(dtype, n, name, options):
     """optim.c rounds every product and sum as the composite's ops do (no fused multiply-add), with
     special values in every tensor."""
-    from ember_core.ops.optim_composites import adam_step as composite
+    from ember_core.ops import optim_composites
 
+    states, step_kwargs, _ = UPDATES[name]
     rng = np.random.default_rng(6)
     arrays = [rng.standard_normal(n).astype(dtype) * 3 for _ in range(3)] + [rng.random(n).astype(dtype)]
     for a, special in zip(arrays, [np.nan, np.inf, -np.inf, 0.0]):
         a[n // 2] = special
+    arrays = arrays[:2 + states]
     results = []
-    for fn in (em.adam_step, composite):
+    for fn in (getattr(em, name), getattr(optim_composites, name)):
         tensors = [em.asarray(a.copy()) for a in arrays]
         with em.trace_dispatch() as log:
-            for step in (1, 2):
-                fn(*tensors, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, step=step, **options)
+            for step in (0, 1):
+                fn(*tensors, **step_kwargs(step), **options)
         results.append([t.numpy() for t in tensors])
-        if fn is em.adam_step:
-            assert log.providers()["adam_step"] == {"cpu": 2}
+        if fn is getattr(em, name):
+            assert log.providers()[name] == {"cpu": 2}
     for got, want in zip(*results):
         assert got.tobytes() == want.tobytes()

@@ -328,6 +328,15 @@ def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, *, lr: float
     _check(lib.ember_cpu_adam_step(*_all_desc(param, grad, exp_avg, exp_avg_sq), native), "adam_step")
 
 
+def sgd_step(param: Any, grad: Any, momentum_buffer: Any, *, lr: float, momentum: float, dampening: float,
+             weight_decay: float, nesterov: bool, maximize: bool, first_step: bool) -> None:
+    """1 - dampening computed here in double precision, as the composite computes it."""
+    hyper = ffi.new("ember_cpu_sgd *", {"lr": lr, "momentum": momentum, "one_minus_dampening": 1.0 - dampening,
+                                        "weight_decay": weight_decay, "nesterov": int(nesterov),
+                                        "maximize": int(maximize), "first_step": int(first_step)})
+    _check(lib.ember_cpu_sgd_step(*_all_desc(param, grad, momentum_buffer), hyper), "sgd_step")
+
+
 def _elementwise_names(section: str) -> list[str]:
     text = (Path(__file__).resolve().parent / "kernels.toml").read_text()
     return re.findall(rf"^\[{section}\.(\w+)\]", text, re.M)
@@ -367,6 +376,7 @@ KERNELS: dict[str, Callable[..., None]] = {
     "take": take,
     "index_put": index_put,
     "adam_step": adam_step,
+    "sgd_step": sgd_step,
     "nonzero": nonzero,
     "searchsorted": searchsorted,
     "random_uniform": _random("random_uniform", lib.EMBER_CPU_RANDOM_UNIFORM, "low", "high"),

@@ -158,6 +158,16 @@ typedef struct {
  * contiguous, one dtype (float32/float64), one element count. */
 int ember_cpu_adam_step(const ember_tensor *param, const ember_tensor *grad, const ember_tensor *exp_avg,
                         const ember_tensor *exp_avg_sq, const ember_cpu_adam *coefficients);
+/* One step of SGD with momentum: the op's hyperparameters, one_minus_dampening = 1 - dampening
+ * computed in double precision as the composite does; weight_decay 0 means none. */
+typedef struct {
+    double lr, momentum, one_minus_dampening, weight_decay;
+    int nesterov, maximize, first_step;
+} ember_cpu_sgd;
+/* sgd_step in place (ember_core/ops/optim.toml): param and momentum_buffer written; all three
+ * contiguous, one dtype (float32/float64), one element count. */
+int ember_cpu_sgd_step(const ember_tensor *param, const ember_tensor *grad, const ember_tensor *momentum_buffer,
+                       const ember_cpu_sgd *hyper);
 
 /* ---- pooling (pool.c) ---------------------------------------------------------------------- */
 /* x (N, C, H, W) -> out (N, C, OH, OW), the composites' semantics (NaN propagates, padding and
