@@ -163,6 +163,10 @@ def test_parameterized_layers_match_torch_forward_and_backward(make, shape):
                           (nn.BatchNorm2d, torch.nn.BatchNorm2d, (4, 3, 2, 5))])
 def test_batch_norm_trains_and_evaluates_like_torch(ours_cls, theirs_cls, shape):
     ours, theirs = _pair(ours_cls, theirs_cls, 3, momentum=0.2)
+    with torch.no_grad():  # an affine transform that is not the identity, so that a slip in it shows
+        theirs.weight.copy_(torch.from_numpy(rand(3, seed=11) + 0.5))
+        theirs.bias.copy_(torch.from_numpy(rand(3, seed=12)))
+    copy_weights(ours, theirs)
     for step in range(3):
         data = rand(*shape, seed=step) * 2 + 1
         x, tx = em64(data).requires_grad_(), torch.from_numpy(data).requires_grad_()
@@ -171,6 +175,9 @@ def test_batch_norm_trains_and_evaluates_like_torch(ours_cls, theirs_cls, shape)
         out.backward(em64(rand(*shape, seed=9)))
         expected.backward(torch.from_numpy(rand(*shape, seed=9)))
         close(x.grad, tx.grad, rtol=1e-8, atol=1e-10)
+        for p, tp in ((ours.weight, theirs.weight), (ours.bias, theirs.bias)):
+            close(p.grad, tp.grad, rtol=1e-8, atol=1e-10)
+            p.grad = tp.grad = None
     close(ours.running_mean, theirs.running_mean)
     close(ours.running_var, theirs.running_var)
     assert ours.num_batches_tracked.item() == 3
