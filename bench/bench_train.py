@@ -7,6 +7,7 @@ ember / PyTorch (lower is better) next to its target:
 
 * one SGD training step of an MLP 784-256-256-10 at batch 128 (target <= 1.5); the same with
   momentum, and that optimizer's step alone (one fused ``sgd_step`` per parameter), for information;
+* BatchNorm2d forward + backward in training at two sizes, for information;
 * ten chained small elementwise ops on a tensor that requires grad (graph recording; target <= 2);
   the same ten ops followed by backward, for information;
 * one epoch of ``ember demo``'s CNN on the digits (45 Adam steps at batch 32), for information.
@@ -69,6 +70,15 @@ def sgd_update(momentum: float) -> dict[str, Callable[[], object]]:
         g = rng.standard_normal(tuple(tp.shape)).astype(np.float32)
         p.grad, tp.grad = em.asarray(g), torch.from_numpy(g)
     return {"ember": opt.step, "torch": topt.step}
+
+
+def batch_norm_step(shape: tuple[int, ...]) -> dict[str, Callable[[], object]]:
+    """BatchNorm2d in training, forward and backward (ember composes it of elementwise ops and
+    reductions; PyTorch has a fused kernel)."""
+    data = np.random.default_rng(0).random(shape, dtype=np.float32)
+    ours, theirs = nn.BatchNorm2d(shape[1]), torch.nn.BatchNorm2d(shape[1])
+    ex, tx = em.asarray(data).requires_grad_(), torch.from_numpy(data).requires_grad_()
+    return {"ember": lambda: ours(ex).sum().backward(), "torch": lambda: theirs(tx).sum().backward()}
 
 
 def _ten_ops(x: object, ns: object) -> object:
@@ -137,6 +147,8 @@ CASES: list[tuple[str, Callable[[], dict[str, Callable[[], object]]], float | No
     ("MLP 784-256-256-10 SGD step, batch 128", lambda: mlp_step(0.0), 1.5),
     ("  the same, SGD with momentum 0.9", lambda: mlp_step(0.9), None),
     ("  its optimizer step alone (sgd_step)", lambda: sgd_update(0.9), None),
+    ("BatchNorm2d 32x32x16x16, forward + backward", lambda: batch_norm_step((32, 32, 16, 16)), None),
+    ("BatchNorm2d 8x64x56x56, forward + backward", lambda: batch_norm_step((8, 64, 56, 56)), None),
     ("10 chained small ops, requires_grad", lambda: chained_ops(False), 2.0),
     ("10 chained small ops + backward", lambda: chained_ops(True), None),
     ("demo CNN, one epoch (45 Adam steps)", demo_epoch, None),
