@@ -135,6 +135,18 @@ def test_update_rejects_bad_hyperparameters(name, bad, match):
         update.op(*tensors, **{**update.hyper, **bad})
 
 
+@pytest.mark.parametrize(("name", "good", "bad"), [("adam_step", {"step": 1}, {"step": True}),
+                                                 ("sgd_step", {"dampening": 1}, {"dampening": True}),
+                                                 ("adam_step", {"lr": 0.0}, {"lr": False})])
+def test_a_validated_setting_admits_no_equal_value_of_another_type(name, good, bad):
+    """Hyperparameters are validated once per setting: True == 1, but only 1 is a number."""
+    update = UPDATES[name]
+    tensors = [em.asarray(a) for a in state(update)]
+    update.op(*tensors, **{**update.hyper, **good})
+    with pytest.raises(ValueError):
+        update.op(*tensors, **{**update.hyper, **bad})
+
+
 @pytest.mark.parametrize("name", UPDATES)
 def test_update_refuses_to_write_a_parameter_that_autograd_records(name):
     update = UPDATES[name]

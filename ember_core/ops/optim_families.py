@@ -84,12 +84,22 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
                             f"the ops of ember_core/ops/optim.toml, each with a composite")
     bind = binder(schema)
     tensor_names = [p.name for p in schema.params if p.positional_only]
+    hyper_names = [p.name for p in schema.params if not p.positional_only]
+    # Hyperparameters validated once per distinct setting: an optimizer passes the same ones for
+    # every parameter of a group.  Keyed with their types, so True never stands in for 1.
+    validated: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def op(*args: Any, **kwargs: Any) -> Tensor:
         a = bind(*args, **kwargs)
         named = {name: as_tensor_arg(schema, a[name], name) for name in tensor_names}
         _check_tensors(schema, named)
-        attrs = check_attrs(schema, a)
+        key = tuple([(a[name].__class__, a[name]) for name in hyper_names])
+        attrs = validated.get(key)
+        if attrs is None:
+            attrs = check_attrs(schema, a)
+            if len(validated) >= 64:  # the step count makes a new setting every step
+                validated.clear()
+            validated[key] = attrs
         tensors = tuple(named.values())
         first = tensors[0]
         choice = resolve(schema, first._device, first._dtype, composite)
