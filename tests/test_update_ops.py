@@ -126,7 +126,7 @@ def test_update_rejects_mismatched_tensors(name, change, error):
     ("adam_step", {"weight_decay": float("inf")}, "weight_decay"),
     ("sgd_step", {"momentum": 0.0}, "momentum > 0"), ("sgd_step", {"nesterov": True, "dampening": 0.1}, "dampening"),
     ("sgd_step", {"lr": -0.1}, "lr"), ("sgd_step", {"momentum": float("nan")}, "momentum"),
-    ("sgd_step", {"dampening": True}, "dampening"),
+    ("sgd_step", {"dampening": True}, "dampening"), ("adam_step", {"lr": [0.1]}, "lr"),
 ])
 def test_update_rejects_bad_hyperparameters(name, bad, match):
     update = UPDATES[name]

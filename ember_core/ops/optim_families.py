@@ -93,13 +93,17 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
         a = bind(*args, **kwargs)
         named = {name: as_tensor_arg(schema, a[name], name) for name in tensor_names}
         _check_tensors(schema, named)
-        key = tuple([(a[name].__class__, a[name]) for name in hyper_names])
-        attrs = validated.get(key)
+        key: Any = tuple([(a[name].__class__, a[name]) for name in hyper_names])
+        try:
+            attrs = validated.get(key)
+        except TypeError:  # an unhashable value (a list, say): checked on every call
+            attrs = key = None
         if attrs is None:
             attrs = check_attrs(schema, a)
-            if len(validated) >= 64:  # the step count makes a new setting every step
-                validated.clear()
-            validated[key] = attrs
+            if key is not None:
+                if len(validated) >= 64:  # the step count makes a new setting every step
+                    validated.clear()
+                validated[key] = attrs
         tensors = tuple(named.values())
         first = tensors[0]
         choice = resolve(schema, first._device, first._dtype, composite)
