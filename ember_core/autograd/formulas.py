@@ -328,18 +328,12 @@ class Derivative:
         bound.update(kwargs)
         return tuple([bound[n] for n in self.names])
 
-    def recipe(self, args: tuple[Any, ...]) -> Recipe | None:
-        """How to record a call with these (full, positional) arguments; None when no input
-        requires grad.  Cached by which arguments require grad: an op meets few combinations."""
-        if self.has_lists:
-            key: tuple[Any, ...] = tuple([_requires_grad(a) for a in args])
-        else:  # the common case, written out: this runs for every recorded op
-            key = tuple([a.__class__ is Tensor and a._requires_grad for a in args])
-        try:
-            return self._recipes[key]
-        except KeyError:
-            found = self._recipes[key] = self._make_recipe(key)
-            return found
+    def recipe_for(self, key: tuple[Any, ...]) -> Recipe | None:
+        """How to record a call whose arguments require grad as ``key`` says (a bool per argument,
+        or a tuple of them for a list of tensors); None when none does.  Cached by the recording
+        wrapper (``_recipes``): an op meets few patterns."""
+        found = self._recipes[key] = self._make_recipe(key)
+        return found
 
     def _make_recipe(self, key: tuple[Any, ...]) -> Recipe | None:
         inputs = []
@@ -354,6 +348,7 @@ class Derivative:
         positions = {n: i for i, n in enumerate(self.names)}
         return Recipe(
             inputs=tuple(inputs),
+            single=inputs[0][0] if len(inputs) == 1 and inputs[0][1] < 0 else -1,
             order=tuple((self.names[i], j) for i, j in inputs),
             read=tuple(positions[n] for n in self.tensor_params if n in reads),
             dropped=tuple(positions[n] for n in self.tensor_params if n not in reads),
@@ -378,6 +373,7 @@ class Recipe(NamedTuple):
     """How an op records for one pattern of inputs that require grad (positions into the full args)."""
 
     inputs: tuple[tuple[int, int], ...]  # (position, index in a list param or -1) per input given a gradient
+    single: int  # the position of the only input given a gradient when it is one tensor parameter, else -1
     order: tuple[tuple[str, int], ...]  # the same inputs as (param name, list index), for backward
     read: tuple[int, ...]  # tensor params the needed formulas read: saved
     dropped: tuple[int, ...]  # tensor params they do not read: not kept, so their memory can go
@@ -462,14 +458,20 @@ class FormulaNode(Node):
         self.released = False
         # one edge and one (shape, dtype) per input: gradients are summed to the input's shape and
         # cast to its dtype (plain loops: this runs for every recorded op, and beats comprehensions here)
-        edges, meta = [], []
-        for i, j in recipe.inputs:
-            t = args[i] if j < 0 else args[i][j]
+        if recipe.single >= 0:  # one input needs a gradient (most calls): no lists to build
+            t = args[recipe.single]
             node = t.grad_fn  # an intermediate result's edge, inline; leaves and views ask edge_of
-            edges.append((node, 0) if node is not None and t._autograd is None else edge_of(t))
-            meta.append((t._shape, t._dtype))
-        self.next = tuple(edges)
-        self.meta = tuple(meta)
+            self.next = ((node, 0) if node is not None and t._autograd is None else edge_of(t),)
+            self.meta = ((t._shape, t._dtype),)
+        else:
+            edges, meta = [], []
+            for i, j in recipe.inputs:
+                t = args[i] if j < 0 else args[i][j]
+                node = t.grad_fn
+                edges.append((node, 0) if node is not None and t._autograd is None else edge_of(t))
+                meta.append((t._shape, t._dtype))
+            self.next = tuple(edges)
+            self.meta = tuple(meta)
         values: Any = args
         if recipe.dropped:
             values = list(args)
@@ -538,6 +540,9 @@ def _layouts_of(value: Any) -> Any:
     return value
 
 
+_UNSEEN: Any = object()  # a requires-grad pattern not recorded before (None is a cached answer)
+
+
 def _wants_grad(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     for a in args:
         if a.__class__ is Tensor:
@@ -560,7 +565,7 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
     check_schema(schema)
     if schema.derivatives:
         deriv = Derivative(schema)
-        is_view, arity = deriv.is_view, deriv.arity
+        is_view, arity, has_lists, recipes = deriv.is_view, deriv.arity, deriv.has_lists, deriv._recipes
 
         def recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             MODE.enabled = False
@@ -576,7 +581,13 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
                     break
             if kwargs or len(args) != arity:
                 args = deriv.full_args(args, kwargs)
-            recipe = deriv.recipe(args)
+            # which arguments require grad picks the recipe (plain loop for the common case: this
+            # runs for every recorded op)
+            key = (tuple([_requires_grad(a) for a in args]) if has_lists
+                   else tuple([a.__class__ is Tensor and a._requires_grad for a in args]))
+            recipe = recipes.get(key, _UNSEEN)
+            if recipe is _UNSEEN:
+                recipe = deriv.recipe_for(key)
             if recipe is not None:
                 result.grad_fn = FormulaNode(deriv, recipe, args, result)
                 result._requires_grad = True
