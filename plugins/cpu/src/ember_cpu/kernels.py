@@ -317,23 +317,44 @@ _DECAY_MODES = {(False, False): lib.EMBER_CPU_DECAY_NONE, (True, False): lib.EMB
                 (True, True): lib.EMBER_CPU_DECAY_DECOUPLED}
 
 
+_STRUCTS: dict[tuple[Any, ...], Any] = {}
+
+
+def _hyperparameters(ctype: str, key: tuple[Any, ...], fields: Callable[[], dict[str, Any]]) -> Any:
+    """The update's hyperparameter struct, made once per setting: an optimizer passes the same
+    one for every parameter of a group (the core has validated the values and their types)."""
+    struct = _STRUCTS.get(key)
+    if struct is None:
+        if len(_STRUCTS) >= 64:  # Adam's step count makes a new setting every step
+            _STRUCTS.clear()
+        struct = _STRUCTS[key] = ffi.new(ctype, fields())
+    return struct
+
+
 def adam_step(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, *, lr: float, beta1: float, beta2: float,
               eps: float, step: int, weight_decay: float, decoupled: bool, maximize: bool) -> None:
     """With the composite's own coefficients (ember_core.ops.optim_composites.adam_coefficients)."""
-    coefficients = adam_coefficients(lr=lr, beta1=beta1, beta2=beta2, eps=eps, step=step,
-                                      weight_decay=weight_decay, decoupled=decoupled)
-    decay_mode = _DECAY_MODES[bool(weight_decay), bool(weight_decay) and decoupled]
-    native = ffi.new("ember_cpu_adam *", {**coefficients._asdict(), "decay_mode": decay_mode,
-                                          "maximize": int(maximize)})
+    def fields() -> dict[str, Any]:
+        coefficients = adam_coefficients(lr=lr, beta1=beta1, beta2=beta2, eps=eps, step=step,
+                                          weight_decay=weight_decay, decoupled=decoupled)
+        decay_mode = _DECAY_MODES[bool(weight_decay), bool(weight_decay) and decoupled]
+        return {**coefficients._asdict(), "decay_mode": decay_mode, "maximize": int(maximize)}
+
+    native = _hyperparameters("ember_cpu_adam *", ("adam", lr, beta1, beta2, eps, step, weight_decay, decoupled,
+                                                   maximize), fields)
     _check(lib.ember_cpu_adam_step(*_all_desc(param, grad, exp_avg, exp_avg_sq), native), "adam_step")
 
 
 def sgd_step(param: Any, grad: Any, momentum_buffer: Any, *, lr: float, momentum: float, dampening: float,
              weight_decay: float, nesterov: bool, maximize: bool, first_step: bool) -> None:
     """1 - dampening computed here in double precision, as the composite computes it."""
-    hyper = ffi.new("ember_cpu_sgd *", {"lr": lr, "momentum": momentum, "one_minus_dampening": 1.0 - dampening,
-                                        "weight_decay": weight_decay, "nesterov": int(nesterov),
-                                        "maximize": int(maximize), "first_step": int(first_step)})
+    def fields() -> dict[str, Any]:
+        return {"lr": lr, "momentum": momentum, "one_minus_dampening": 1.0 - dampening,
+                "weight_decay": weight_decay, "nesterov": int(nesterov), "maximize": int(maximize),
+                "first_step": int(first_step)}
+
+    hyper = _hyperparameters("ember_cpu_sgd *", ("sgd", lr, momentum, dampening, weight_decay, nesterov, maximize,
+                                                 first_step), fields)
     _check(lib.ember_cpu_sgd_step(*_all_desc(param, grad, momentum_buffer), hyper), "sgd_step")
 
 
