@@ -330,8 +330,8 @@ class Derivative:
 
     def recipe_for(self, key: tuple[Any, ...]) -> Recipe | None:
         """How to record a call whose arguments require grad as ``key`` says (a bool per argument,
-        or a tuple of them for a list of tensors); None when none does.  Cached by the recording
-        wrapper (``_recipes``): an op meets few patterns."""
+        or a tuple of them for a list of tensors); None when none does.  Kept in ``_recipes``, which
+        the recording wrapper reads first: an op meets few patterns."""
         found = self._recipes[key] = self._make_recipe(key)
         return found
 
