@@ -581,10 +581,17 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
                     break
             if kwargs or len(args) != arity:
                 args = deriv.full_args(args, kwargs)
-            # which arguments require grad picks the recipe (plain loop for the common case: this
-            # runs for every recorded op)
-            key = (tuple([_requires_grad(a) for a in args]) if has_lists
-                   else tuple([a.__class__ is Tensor and a._requires_grad for a in args]))
+            # which arguments require grad picks the recipe.  One and two operands (the elementwise
+            # ops) are written out: a list comprehension is a function call of its own in 3.11
+            if has_lists:
+                key = tuple([_requires_grad(a) for a in args])
+            elif arity == 1:
+                key = (args[0].__class__ is Tensor and args[0]._requires_grad,)
+            elif arity == 2:
+                x1, x2 = args
+                key = (x1.__class__ is Tensor and x1._requires_grad, x2.__class__ is Tensor and x2._requires_grad)
+            else:
+                key = tuple([a.__class__ is Tensor and a._requires_grad for a in args])
             recipe = recipes.get(key, _UNSEEN)
             if recipe is _UNSEEN:
                 recipe = deriv.recipe_for(key)
