@@ -110,7 +110,8 @@ def test_long_rows_use_radix(dt):
     for shape in [(100_000,), (64, 3000)]:
         x = make(dt, shape)
         np.testing.assert_array_equal(run_argsort(x, dt), np.argsort(x, axis=-1, kind="stable"))
-        np.testing.assert_array_equal(run_sort(x, dt), np.sort(x, axis=-1))
+        # numpy 2.4's default float16 sort leaves some NaNs amid the values; its stable one does not
+        np.testing.assert_array_equal(run_sort(x, dt), np.sort(x, axis=-1, kind="stable"))
     x = make(dt, (200_000,), specials=False)
     idx = run_argsort(x, dt, descending=True)
     v = x[idx]
