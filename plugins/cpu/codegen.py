@@ -211,6 +211,10 @@ static void $name(int64_t n, char *out, int64_t so, const char *x, int64_t sx)
         $ot *o = ($ot *)out;
         const $it *xs = (const $it *)x;
 $contig
+    } else if (sx == 0 && so == (int64_t)sizeof($ot)) {  /* a fill (zeros, a broadcast made contiguous) */
+        $ot *o = ($ot *)out;
+        const $ot v = $scalar;
+        for (int64_t i = 0; i < n; i++) o[i] = v;
     } else if (sx == 0) {
         const $ot v = $scalar;
         for (int64_t i = 0; i < n; i++) *($ot *)(out + i * so) = v;
