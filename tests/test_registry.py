@@ -29,6 +29,12 @@ def write(tmp_path, text):
          "needs a 'composite' field"),
         ('[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "unary"\ndtypes = "all"\nderivatives = {y = "g"}\n',
          "derivative given for 'y'"),
+        ('[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "unary"\ndtypes = "all"\nderivatives = {grad = "g"}\n',
+         "derivative given for 'grad'"),  # a rewritten gradient is a derivative term now
+        ('[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "unary"\ndtypes = "all"\n'
+         'derivative_terms = {x = "x * 2"}\n', "derivative term 'x' must be a new identifier"),
+        ('[ops.f]\nsignature = "(x: Tensor) -> Tensor"\nfamily = "unary"\ndtypes = "all"\n'
+         'derivative_terms = {result = "x"}\n', "derivative term 'result'"),
     ],
 )
 def test_malformed_entries_name_file_op_and_problem(tmp_path, body, message):

@@ -3,10 +3,11 @@
 An op's TOML entry declares, per tensor parameter, its vector-Jacobian product as an expression in
 ember ops (``derivatives = { x1 = "grad * conj(x2)", x2 = "grad * conj(x1)" }``).  Names in scope:
 every registered op, the op's arguments by parameter name, ``grad`` (the gradient of the result),
-``result``, and the helpers below.  A parameter marked ``"non_differentiable"`` carries no
-gradient.  The engine sums each gradient to its input's shape and casts it to its dtype, so
-formulas do not.  Complex numbers follow the conjugate Wirtinger convention (PyTorch's): for a
-holomorphic f the formula is ``grad * conj(f'(z))``.
+``result``, the op's ``derivative_terms`` (shared work, evaluated once per backward before the
+formulas, in order; a term named ``grad`` rewrites the gradient), and the helpers below.  A
+parameter marked ``"non_differentiable"`` carries no gradient.  The engine sums each gradient to
+its input's shape and casts it to its dtype, so formulas do not.  Complex numbers follow the
+conjugate Wirtinger convention (PyTorch's): for a holomorphic f the formula is ``grad * conj(f'(z))``.
 
 Because formulas are ember ops, they are recorded themselves when ``create_graph=True``, which is
 what makes Hessian-vector products work.  A composite op without a formula is differentiated
@@ -24,7 +25,7 @@ from ember_core.autograd.grad_mode import MODE, no_grad
 from ember_core.autograd.graph import Node, attach, edge_of, meta_of
 from ember_core.dtypes import GROUPS
 from ember_core.errors import RegistryError
-from ember_core.ops.registry import GRAD, OpSchema
+from ember_core.ops.registry import OpSchema
 from ember_core.tensor import Tensor
 
 NON_DIFFERENTIABLE = "non_differentiable"
@@ -260,6 +261,17 @@ def take_grad(grad: Tensor, x: Tensor, indices: Tensor, axis: Any) -> Tensor:
     return _linear("take_backward", out, grad, lambda gg: ops.take(gg, indices, axis=axis))
 
 
+def batch_norm_saved_stats(x: Tensor, stats: Tensor) -> Tensor:
+    """The batch statistics batch_norm_train wrote, as its gradients read them.  Under
+    create_graph those gradients are differentiated again, and their dependence on x through the
+    statistics must be in that graph: the statistics are then recomputed from x, recorded."""
+    if not MODE.enabled:
+        return stats
+    from ember_core.ops.nn_composites import batch_norm_statistics
+
+    return batch_norm_statistics(x).astype(stats.dtype)
+
+
 HELPERS: dict[str, Any] = {
     "conj": conj, "sum_to": sum_to, "zeros_like": zeros_like, "ones_like": ones_like,
     "inverse_permutation": inverse_permutation, "unsqueeze_reduced": unsqueeze_reduced,
@@ -268,7 +280,7 @@ HELPERS: dict[str, Any] = {
     "tie_share": tie_share, "pow_base_grad": pow_base_grad, "pow_exponent_grad": pow_exponent_grad,
     "prod_grad": prod_grad, "extremum_grad": extremum_grad, "cumulative_sum_grad": cumulative_sum_grad,
     "cumulative_prod_grad": cumulative_prod_grad, "sort_grad": sort_grad, "take_along_axis": take_along_axis,
-    "matmul_grad": matmul_grad, "take_grad": take_grad,
+    "matmul_grad": matmul_grad, "take_grad": take_grad, "batch_norm_saved_stats": batch_norm_saved_stats,
 }
 
 
@@ -298,21 +310,13 @@ class Derivative:
         self.name = schema.name
         self.is_view = schema.family == "view"
         self.list_params = {p.name for p in schema.params if p.is_tensor and _is_list(p.annotation)}
-        self.formulas: dict[str, Any] = {}
-        self.grad_formula: Any = None  # the `grad` entry: rewrites the incoming gradient, once
-        for name, text in schema.derivatives.items():
-            if text == NON_DIFFERENTIABLE:
-                continue
-            try:
-                code = compile(text, f"<{schema.file}: derivative of {schema.name} for {name}>", "eval")
-            except SyntaxError as exc:
-                raise RegistryError(f"{schema.file}: op {schema.name!r}: derivative for {name!r}: {exc.msg}") from None
-            if name == GRAD:
-                self.grad_formula = code
-            else:
-                self.formulas[name] = code
-        # per input: the tensors its formula reads (saved only when that input needs a gradient)
-        pre = self.grad_formula.co_names if self.grad_formula is not None else ()
+        self.formulas = {name: self._compile(name, text) for name, text in schema.derivatives.items()
+                         if text != NON_DIFFERENTIABLE}
+        # shared terms (and a rewritten `grad`), evaluated once per backward before the formulas
+        self.terms = tuple((name, self._compile(name, text)) for name, text in schema.derivative_terms.items())
+        # per input: the tensors its formula reads (saved only when that input needs a gradient);
+        # every term is evaluated, so what the terms read is read for every input
+        pre = {n for _, code in self.terms for n in code.co_names}
         self.reads = {name: [n for n in self.tensor_params if n in code.co_names or n in pre] + (
             ["result"] if "result" in code.co_names or "result" in pre else [])
             for name, code in self.formulas.items()}
@@ -320,6 +324,13 @@ class Derivative:
         self.grad_positions = tuple(i for i, n in enumerate(self.names) if n in self.formulas)
         self.has_lists = bool(self.list_params)
         self._recipes: dict[tuple[Any, ...], Recipe | None] = {}
+
+    def _compile(self, name: str, text: str) -> Any:
+        schema = self.schema
+        try:
+            return compile(text, f"<{schema.file}: derivative of {schema.name} for {name}>", "eval")
+        except SyntaxError as exc:
+            raise RegistryError(f"{schema.file}: op {schema.name!r}: derivative for {name!r}: {exc.msg}") from None
 
     def full_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """The call's arguments by position, defaults filled in (the forward has validated them)."""
@@ -515,8 +526,8 @@ class FormulaNode(Node):
                 attach([result], self)
             scope["result"] = result
         ns = _NAMESPACE or _NAMESPACE.update(_namespace()) or _NAMESPACE
-        if deriv.grad_formula is not None:
-            scope["grad"] = eval(deriv.grad_formula, ns, scope)
+        for name, code in deriv.terms:
+            scope[name] = eval(code, ns, scope)
         out: list[Any] = []
         cache: dict[str, Any] = {}
         for name, index in self.recipe.order:

@@ -66,33 +66,27 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
                bias: Tensor | None = None, training: bool = False, momentum: float = 0.1,
                eps: float = 1e-5) -> Tensor:
     """Normalize over every dim but the channel dim (1).  In training the batch statistics are used
-    and the running ones updated in place (unbiased variance, as PyTorch does)."""
+    (one batch_norm_train op, whose kernels also give the gradients in two passes) and the running
+    ones updated in place (unbiased variance, as PyTorch does)."""
     if x.ndim < 2:
         raise ShapeError(f"batch_norm needs (N, C, ...) input, got shape {x.shape}")
-    axes = (0, *range(2, x.ndim))
-    shape = (1, x.shape[1], *(1,) * (x.ndim - 2))
     if training:
-        count = x.size // x.shape[1]
-        if count < 2:
-            raise ShapeError(f"batch_norm in training needs more than one value per channel, got shape {x.shape}")
-        mean = em.mean(x, axis=axes, keepdims=True)
-        centered = x - mean
-        var = em.mean(em.square(centered), axis=axes, keepdims=True)
+        stats = em.empty((2, x.shape[1]), dtype=x.dtype, device=x.device)
+        out = em.batch_norm_train(x, stats, weight, bias, eps=eps)
         if running_mean is not None and running_var is not None:
+            count = x.size // x.shape[1]
             with no_grad():
-                running_mean[...] = running_mean * (1 - momentum) + mean.detach().reshape(-1) * momentum
-                unbiased = var.detach().reshape(-1) * (count / (count - 1))
-                running_var[...] = running_var * (1 - momentum) + unbiased * momentum
-    else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm in eval mode needs running_mean and running_var")
-        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
-        centered = x - mean
-    # x - mean once, and the weight joined to the per-channel scale: two passes over x fewer
-    scale = em.reciprocal(em.sqrt(var + eps))
+                running_mean[...] = running_mean * (1 - momentum) + stats[0] * momentum
+                running_var[...] = running_var * (1 - momentum) + stats[1] * (momentum * count / (count - 1))
+        return out
+    if running_mean is None or running_var is None:
+        raise ValueError("batch_norm in eval mode needs running_mean and running_var")
+    shape = (1, x.shape[1], *(1,) * (x.ndim - 2))
+    # the weight joined to the per-channel scale: one pass over x fewer
+    scale = em.reciprocal(em.sqrt(running_var.reshape(shape) + eps))
     if weight is not None:
         scale = scale * weight.reshape(shape)
-    out = centered * scale
+    out = (x - running_mean.reshape(shape)) * scale
     if bias is not None:
         out = out + bias.reshape(shape)
     return out

@@ -372,6 +372,69 @@ def log_softmax(x: Any, /, axis: int = -1) -> Any:
     return shifted - ops.log(ops.sum(ops.exp(shifted), axis=axis, keepdims=True))
 
 
+# ---- batch norm ----------------------------------------------------------------------------------
+
+def _computed(x: Any) -> Any:
+    """x in the dtype its statistics are computed in: float32 for float16/bfloat16."""
+    from ember_core import dtypes as dt
+
+    return x if x.dtype in (dt.float32, dt.float64) else _ops().astype(x, dt.float32)
+
+
+def _channel(t: Any, ndim: int) -> Any:
+    """A per-channel (C,) tensor shaped to broadcast against (N, C, ...)."""
+    return t.reshape((1, t.shape[0], *(1,) * (ndim - 2)))
+
+
+def _other_axes(x: Any) -> tuple[int, ...]:
+    return (0, *range(2, x.ndim))
+
+
+def batch_norm_statistics(x: Any) -> Any:
+    """(2, C): the mean and the biased variance of each channel of x (N, C, ...)."""
+    ops = _ops()
+    work = _computed(x)
+    mean = ops.mean(work, axis=_other_axes(x), keepdims=True)
+    var = ops.mean(ops.square(work - mean), axis=_other_axes(x))
+    return ops.stack([mean.reshape((-1,)), var])
+
+
+def batch_norm_train(x: Any, stats: Any, weight: Any = None, bias: Any = None, /, *, eps: float = 1e-5) -> Any:
+    from ember_core.creation import copy_into
+
+    ops = _ops()
+    computed = batch_norm_statistics(x)
+    copy_into(stats, computed)
+    scale = ops.reciprocal(ops.sqrt(computed[1] + eps))
+    if weight is not None:
+        scale = scale * weight
+    out = (_computed(x) - _channel(computed[0], x.ndim)) * _channel(scale, x.ndim)
+    if bias is not None:
+        out = out + _channel(bias, x.ndim)
+    return ops.astype(out, x.dtype)
+
+
+def batch_norm_backward_reduce(grad_output: Any, x: Any, stats: Any, /) -> Any:
+    ops = _ops()
+    g = _computed(grad_output)
+    centered = _computed(x) - _channel(stats[0], x.ndim)
+    return ops.astype(ops.stack([ops.sum(g, axis=_other_axes(x)), ops.sum(g * centered, axis=_other_axes(x))]),
+                      x.dtype)
+
+
+def batch_norm_input_grad(grad_output: Any, x: Any, stats: Any, sums: Any, weight: Any = None, /, *,
+                          eps: float = 1e-5) -> Any:
+    ops = _ops()
+    count = x.size // x.shape[1]
+    invstd = ops.reciprocal(ops.sqrt(_computed(stats[1]) + eps))
+    scale = invstd if weight is None else invstd * weight
+    sums = _computed(sums)
+    centered = _computed(x) - _channel(stats[0], x.ndim)
+    out = _channel(scale, x.ndim) * (_computed(grad_output) - _channel(sums[0] / count, x.ndim)
+                                     - centered * _channel(sums[1] * invstd * invstd / count, x.ndim))
+    return ops.astype(out, x.dtype)
+
+
 # ---- losses -------------------------------------------------------------------------------------
 
 def _loss_coefficients(target: Any, weight: Any, n_classes: int, like: Any, ignore_index: int,

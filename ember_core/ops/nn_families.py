@@ -39,6 +39,7 @@ class Call(NamedTuple):
     attrs: dict[str, Any]  # normalized kernel attributes
     composite_kwargs: dict[str, Any]  # keyword arguments of the composite, after the tensors
     finish: Callable[[Tensor], Tensor] | None = None  # reshapes a kernel's output to the op's result
+    writes: tuple[Tensor, ...] = ()  # further outputs the kernel writes (after out): a user's tensors
 
 
 def _tensors(schema: OpSchema, **named: Any) -> tuple[Tensor, ...]:
@@ -263,6 +264,63 @@ def _nll_loss_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
     return Call((rows, n_classes), (grad_output, target, weight), attrs, {"n_classes": n_classes, **attrs})
 
 
+# ---- norm ---------------------------------------------------------------------------------------
+
+def _channels(schema: OpSchema, x: Tensor) -> tuple[int, int, int]:
+    """x (N, C, ...) as the (N, C, S) the kernels see."""
+    if x.ndim < 2:
+        raise ShapeError(f"{schema.name}: x must be (N, C, ...) with channels in dim 1, got shape {x.shape}")
+    return x.shape[0], x.shape[1], math.prod(x.shape[2:])
+
+
+def _per_channel(schema: OpSchema, c: int, **named: Tensor | None) -> None:
+    for name, t in named.items():
+        shape = (2, c) if name in ("stats", "sums") else (c,)
+        if t is not None and t.shape != shape:
+            raise ShapeError(f"{schema.name}: {name} must have shape {shape} for {c} channels, got {t.shape}")
+
+
+def _eps(schema: OpSchema, eps: Any) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"{schema.name}: eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
+
+
+def _batch_norm_train(schema: OpSchema, a: dict[str, Any]) -> Call:
+    x, stats, weight, bias = _tensors(schema, x=a["x"], stats=a["stats"], weight=a["weight"], bias=a["bias"])
+    n, c, s = _channels(schema, x)
+    if n * s < 2:
+        raise ShapeError(f"{schema.name}: training needs more than one value per channel, got shape {x.shape}")
+    _per_channel(schema, c, stats=stats, weight=weight, bias=bias)
+    if any(t is not None and t._storage is stats._storage for t in (x, weight, bias)):
+        raise ValueError(f"{schema.name}: stats is written and must not share memory with x, weight or bias")
+    if stats._requires_grad:
+        raise RuntimeError(f"{schema.name}: stats is an output written in place; pass a tensor that does not "
+                           f"require grad, e.g. ember_core.empty((2, {c}), dtype=x.dtype)")
+    attrs = {"eps": _eps(schema, a["eps"])}
+    return Call((n, c, s), (x.reshape((n, c, s)), weight, bias), attrs, attrs, lambda out: out.reshape(x.shape),
+                writes=(stats,))
+
+
+def _batch_norm_backward_reduce(schema: OpSchema, a: dict[str, Any]) -> Call:
+    grad_output, x, stats = _tensors(schema, grad_output=a["grad_output"], x=a["x"], stats=a["stats"])
+    n, c, s = _channels(schema, x)
+    _expect_shape(schema, "grad_output", grad_output, x.shape)
+    _per_channel(schema, c, stats=stats)
+    return Call((2, c), (grad_output.reshape((n, c, s)), x.reshape((n, c, s)), stats), {}, {})
+
+
+def _batch_norm_input_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
+    grad_output, x, stats, sums, weight = _tensors(schema, grad_output=a["grad_output"], x=a["x"], stats=a["stats"],
+                                                   sums=a["sums"], weight=a["weight"])
+    n, c, s = _channels(schema, x)
+    _expect_shape(schema, "grad_output", grad_output, x.shape)
+    _per_channel(schema, c, stats=stats, sums=sums, weight=weight)
+    attrs = {"eps": _eps(schema, a["eps"])}
+    return Call((n, c, s), (grad_output.reshape((n, c, s)), x.reshape((n, c, s)), stats, sums, weight), attrs, attrs,
+                lambda out: out.reshape(x.shape))
+
+
 # ---- the builder ----------------------------------------------------------------------------------
 
 _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
@@ -270,7 +328,8 @@ _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
     "linear": _linear, "max_pool2d": _max_pool2d, "max_pool2d_grad": _max_pool2d_backward,
     "max_pool2d_select": _max_pool2d_backward, "avg_pool2d": _avg_pool2d, "avg_pool2d_grad": _avg_pool2d_grad,
     "adaptive_avg_pool2d": _adaptive_avg_pool2d, "softmax": _softmax, "log_softmax": _softmax,
-    "nll_loss": _nll_loss, "nll_loss_grad": _nll_loss_grad,
+    "nll_loss": _nll_loss, "nll_loss_grad": _nll_loss_grad, "batch_norm_train": _batch_norm_train,
+    "batch_norm_backward_reduce": _batch_norm_backward_reduce, "batch_norm_input_grad": _batch_norm_input_grad,
 }
 
 
@@ -291,7 +350,9 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
         if choice.how != "composite":
             out = empty(call.out_shape, dtype, device)
             ins = tuple(None if t is None else t.contiguous() for t in call.ins)
-            if run(schema, choice, (out,), ins, call.attrs):
+            writes = tuple(t if t._contig else empty(t._shape, dtype, device) for t in call.writes)
+            if run(schema, choice, (out, *writes), ins, call.attrs):
+                _written(call.writes, writes)
                 return out if call.finish is None else call.finish(out)
         dispatch.note_composite(schema.name, device.type, dtype)
         return composite(*(a[name] for name in positional_only), **call.composite_kwargs)
@@ -300,4 +361,16 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
     return op
 
 
-BUILDERS.update({family: _build for family in ("conv", "linear", "pool", "softmax", "loss")})
+def _written(targets: tuple[Tensor, ...], written: tuple[Tensor, ...]) -> None:
+    """Outputs a kernel wrote in place: copied into a strided target, and its version moved (a
+    node that saved it must see the write)."""
+    for target, t in zip(targets, written):
+        if t is target:
+            target._storage.version += 1
+        else:
+            from ember_core.creation import copy_into
+
+            copy_into(target, t)  # moves the version itself
+
+
+BUILDERS.update({family: _build for family in ("conv", "linear", "pool", "softmax", "loss", "norm")})

@@ -12,9 +12,11 @@ with a top-level ``namespace = "myvendor"``)::
     result = "promoted"            # family-specific result rule (promoted | bool | real | index ...)
     int_to_float = false           # integer/bool inputs are first cast to the default float dtype
     methods = ["__add__", "__radd__", "__iadd__"]   # Tensor methods bound to this op
-    derivatives = { x1 = "grad", x2 = "grad" }       # vector-Jacobian products, in ember ops; an
-                                   # entry `grad = "..."` rewrites the incoming gradient once, before
-                                   # them (the derivative of a fused epilogue such as a relu)
+    derivatives = { x1 = "grad", x2 = "grad" }       # vector-Jacobian products, in ember ops
+    derivative_terms = { grad = "..." }  # evaluated once per backward, in order, before the
+                                   # derivatives, which see each name: shared work (one reduction
+                                   # feeding several inputs' gradients), or `grad` rewritten (the
+                                   # derivative of a fused epilogue such as a relu)
     deterministic = true
     fallback = true                # may run on the host through the CPU fallback
     doc = "..."
@@ -38,15 +40,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-GRAD = "grad"  # the derivatives entry that rewrites the incoming gradient (not a parameter)
+GRAD = "grad"  # the incoming gradient's name in formulas; a derivative term of that name rewrites it
 _TYPE_NAMES = frozenset({
     "Tensor", "Scalar", "int", "float", "bool", "complex", "str", "dtype", "device", "None", "tuple",
     "list", "Sequence", "Ellipsis", "Any",
 })
 _KEYS = {
     "signature": str, "family": str, "dtypes": (str, list), "kind": str, "composite": str, "result": str,
-    "int_to_float": bool, "methods": list, "derivatives": dict, "deterministic": bool, "fallback": bool,
-    "doc": str, "differentiable": bool,
+    "int_to_float": bool, "methods": list, "derivatives": dict, "derivative_terms": dict,
+    "deterministic": bool, "fallback": bool, "doc": str, "differentiable": bool,
 }
 
 
@@ -85,6 +87,7 @@ class OpSchema:
     int_to_float: bool = False
     methods: tuple[str, ...] = ()
     derivatives: dict[str, str] = field(default_factory=dict)
+    derivative_terms: dict[str, str] = field(default_factory=dict)
     differentiable: bool = True
     deterministic: bool = True
     fallback: bool = True
@@ -182,14 +185,21 @@ def parse_op(name: str, entry: dict, file: str) -> OpSchema:
         raise RegistryError(f"{where}: a composite op needs a 'composite' field (an expression or \"python\")")
     names = {p.name for p in params}
     for arg in entry.get("derivatives", {}):
-        if arg not in names and arg != GRAD:
+        if arg not in names:
             raise RegistryError(f"{where}: derivative given for {arg!r}, which is not a parameter ({sorted(names)})")
+    for term, text in entry.get("derivative_terms", {}).items():
+        if not term.isidentifier() or term == "result" or (term in names and term != GRAD):
+            raise RegistryError(f"{where}: derivative term {term!r} must be a new identifier (not 'result' or a "
+                                f"parameter: {sorted(names)}), or 'grad' to rewrite the incoming gradient")
+        if not isinstance(text, str):
+            raise RegistryError(f"{where}: derivative term {term!r} must be an expression string")
     return OpSchema(
         name=name, file=file, signature_text=entry["signature"], params=params, returns=returns, family=family,
         dtypes=dtypes, kind=kind,
         composite=entry.get("composite"), result=entry.get("result", "promoted"),
         int_to_float=entry.get("int_to_float", False), methods=tuple(entry.get("methods", ())),
-        derivatives=dict(entry.get("derivatives", {})), differentiable=entry.get("differentiable", True),
+        derivatives=dict(entry.get("derivatives", {})), derivative_terms=dict(entry.get("derivative_terms", {})),
+        differentiable=entry.get("differentiable", True),
         deterministic=entry.get("deterministic", True), fallback=entry.get("fallback", True),
         doc=entry.get("doc", ""),
     )
