@@ -264,6 +264,22 @@ def _softmax(name: str, log_out: int) -> Callable[..., None]:
     return kernel
 
 
+def batch_norm_train(out: Any, stats: Any, x: Any, weight: Any, bias: Any, *, eps: float) -> None:
+    _check(lib.ember_cpu_batch_norm_train(*_all_desc(out, stats, x), _optional_desc(weight), _optional_desc(bias),
+                                          eps), "batch_norm_train")
+
+
+def batch_norm_backward_reduce(out: Any, grad_output: Any, x: Any, stats: Any) -> None:
+    _check(lib.ember_cpu_batch_norm_backward_reduce(*_all_desc(out, grad_output, x, stats)),
+           "batch_norm_backward_reduce")
+
+
+def batch_norm_input_grad(out: Any, grad_output: Any, x: Any, stats: Any, sums: Any, weight: Any, *,
+                          eps: float) -> None:
+    _check(lib.ember_cpu_batch_norm_input_grad(*_all_desc(out, grad_output, x, stats, sums), _optional_desc(weight),
+                                               eps), "batch_norm_input_grad")
+
+
 _REDUCTIONS = {"none": lib.EMBER_CPU_REDUCTION_NONE, "mean": lib.EMBER_CPU_REDUCTION_MEAN,
                "sum": lib.EMBER_CPU_REDUCTION_SUM}
 
@@ -392,6 +408,9 @@ KERNELS: dict[str, Callable[..., None]] = {
     "avg_pool2d_grad": _pool("avg_pool2d_grad", lib.ember_cpu_avg_pool2d_grad, averaging=True),
     "softmax": _softmax("softmax", 0),
     "log_softmax": _softmax("log_softmax", 1),
+    "batch_norm_train": batch_norm_train,
+    "batch_norm_backward_reduce": batch_norm_backward_reduce,
+    "batch_norm_input_grad": batch_norm_input_grad,
     "nll_loss": _nll("nll_loss", lib.ember_cpu_nll_loss),
     "nll_loss_grad": _nll("nll_loss_grad", lib.ember_cpu_nll_loss_grad),
     "take": take,

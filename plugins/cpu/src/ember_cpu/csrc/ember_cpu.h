@@ -188,6 +188,20 @@ int ember_cpu_avg_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
  * and one dtype, float32 or float64 (EMBER_ERR_UNSUPPORTED otherwise). */
 int ember_cpu_softmax(int log_out, const ember_tensor *out, const ember_tensor *x, int axis);
 
+/* ---- batch normalization (norm.c) ------------------------------------------------------------ */
+/* x and out (N, C, S), stats (2, C) written: each channel's mean and biased variance; weight and
+ * bias (C,) or NULL; out = (x - mean) / sqrt(var + eps) * weight + bias.  float32/float64, all of
+ * one dtype, contiguous; N * S >= 1, eps >= 0. */
+int ember_cpu_batch_norm_train(const ember_tensor *out, const ember_tensor *stats, const ember_tensor *x,
+                               const ember_tensor *weight, const ember_tensor *bias, double eps);
+/* out (2, C): per channel, sum of grad_output and sum of grad_output * (x - stats[0]). */
+int ember_cpu_batch_norm_backward_reduce(const ember_tensor *out, const ember_tensor *grad_output,
+                                         const ember_tensor *x, const ember_tensor *stats);
+/* out (N, C, S): the x-gradient of batch_norm_train from the sums above (see norm.c). */
+int ember_cpu_batch_norm_input_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
+                                    const ember_tensor *stats, const ember_tensor *sums, const ember_tensor *weight,
+                                    double eps);
+
 /* ---- losses (loss.c) --------------------------------------------------------------------- */
 enum ember_cpu_reduction { EMBER_CPU_REDUCTION_NONE = 0, EMBER_CPU_REDUCTION_MEAN = 1, EMBER_CPU_REDUCTION_SUM = 2 };
 /* nll_loss of log_probs (N, C) at int64 targets (N,), each in [0, C) or equal to ignore_index
