@@ -154,6 +154,14 @@ def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if op == "log_softmax":  # x - max - log(sum(exp)): the error scales with |x - max| + 1, not the result
         x, axis = args[0], kwargs.get("axis", args[1] if len(args) > 1 else -1)
         return np.abs(x - x.max(axis=axis, keepdims=True)) + 1
+    if op == "batch_norm_train":  # x - mean cancels: the error scales with (|x| + |mean|) * |scale| + |bias|
+        x, _, *affine = (*args, None, None)
+        mean, var = batch_norm_statistics(x)
+        shape = (1, -1, *(1,) * (x.ndim - 2))
+        scale = 1.0 if affine[0] is None else np.abs(affine[0]).reshape(shape)
+        shift = 0.0 if affine[1] is None else np.abs(affine[1]).reshape(shape)
+        spread = np.sqrt(var.reshape(shape) + kwargs.get("eps", 1e-5))
+        return (np.abs(x) + np.abs(mean.reshape(shape))) / spread * scale + shift
     return None
 
 
@@ -232,6 +240,22 @@ def _nll_loss(log_probs: np.ndarray, target: np.ndarray, weight: np.ndarray | No
     return loss.sum() if reduction == "sum" else loss.sum() / (w[t] * counted).sum()
 
 
+def batch_norm_statistics(x: np.ndarray) -> np.ndarray:
+    """(2, C): each channel's mean and biased variance over every dim but 1."""
+    axes = (0, *range(2, x.ndim))
+    return np.stack([x.mean(axis=axes), x.var(axis=axes)])
+
+
+def _batch_norm_train(x: np.ndarray, stats: np.ndarray, weight: np.ndarray | None = None,
+                      bias: np.ndarray | None = None, *, eps: float = 1e-5) -> np.ndarray:
+    mean, var = batch_norm_statistics(x)
+    shape = (1, -1, *(1,) * (x.ndim - 2))
+    out = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    return out if bias is None else out + bias.reshape(shape)
+
+
 def _activation(out: np.ndarray, activation: str | None) -> np.ndarray:
     return np.maximum(out, 0) if activation == "relu" else out
 
@@ -246,7 +270,7 @@ REFERENCES.update({
     "conv2d": lambda x, weight, bias=None, *, activation=None, **kw: _activation(_conv2d(x, weight, bias, **kw),
                                                                                 activation),
     "max_pool2d": _max_pool2d, "avg_pool2d": _avg_pool2d, "adaptive_avg_pool2d": _adaptive_avg_pool2d,
-    "nll_loss": _nll_loss,
+    "nll_loss": _nll_loss, "batch_norm_train": _batch_norm_train,
 })
 REFERENCES.update({
     "views.reshape": np.reshape, "views.permute_dims": np.permute_dims, "views.broadcast_to": np.broadcast_to,

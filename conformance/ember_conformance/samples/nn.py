@@ -1,6 +1,6 @@
-"""Neural-network ops: linear, pooling, softmax, losses, conv2d's fused activation, optimizer
-updates; the gradient helper ops (conv2d_input_grad, max_pool2d_grad, nll_loss_grad ...) are
-checked through level 3, as gradients of their ops."""
+"""Neural-network ops: linear, pooling, softmax, losses, batch norm, conv2d's fused activation,
+optimizer updates; the gradient helper ops (conv2d_input_grad, max_pool2d_grad, nll_loss_grad,
+batch_norm_input_grad ...) are checked through level 3, as gradients of their ops."""
 
 from __future__ import annotations
 
@@ -65,6 +65,48 @@ def nll_loss(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
                 Sample("error-3-d-log-probs", (Arr(typical(rng, (2, 3, 4), dtype), dtype), target),
                        error=ShapeError)]
     return out
+
+
+def batch_norm(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    """Judged by the normalized result; the statistics it writes by a sample of their own."""
+    rng = rng_for(schema.name, dtype)
+
+    def args(shape: tuple[int, ...], affine: bool = True, layout: str = "contiguous") -> tuple[Arr, ...]:
+        c = shape[1]
+        x = Arr(typical(rng, shape, dtype, -1.0, 3.0), dtype, layout)  # a mean away from 0
+        stats = Arr(np.zeros((2, c)), dtype)  # an output: its contents are ignored
+        if not affine:
+            return x, stats
+        return x, stats, Arr(typical(rng, (c,), dtype, 0.5, 1.5), dtype), _x(rng, (c,), dtype)
+
+    out = [Sample("4-d-affine", args((2, 3, 4, 5)), {"eps": 1e-3}),
+           Sample("2-d", args((6, 4), affine=False)),
+           Sample("3-d-strided", args((3, 2, 7), layout="strided")),
+           Sample("statistics-written", custom=_batch_norm_statistics(args((4, 3, 5))[0]),
+                  code="stats = em.empty((2, 3), dtype=x.dtype); em.batch_norm_train(x, stats)  # vs mean, var")]
+    if level == 1:
+        x, stats = args((2, 3, 4), affine=False)
+        out += [Sample("error-stats-shape", (x, Arr(np.zeros((3, 2)), dtype)), error=ShapeError),
+                Sample("error-one-value-per-channel", (Arr(typical(rng, (1, 3, 1), dtype), dtype), stats),
+                       error=ShapeError),
+                Sample("error-negative-eps", (x, stats), {"eps": -1.0}, error=ValueError)]
+    return out
+
+
+def _batch_norm_statistics(x: Arr) -> Any:
+    def check(device: str, dtype: str) -> str | None:
+        import ember_core as em
+        from ember_conformance.layouts import place, to_numpy
+        from ember_conformance.references import batch_norm_statistics
+        from ember_conformance.tolerances import compare
+
+        stats = em.empty((2, x.values.shape[1]), dtype=getattr(em, dtype), device=device)
+        em.ops.call("batch_norm_train", place(x.values, dtype, x.layout, device), stats)
+        expected = batch_norm_statistics(x.values.astype(np.float64))
+        cmp = compare(to_numpy(stats), expected, dtype, magnitude=np.abs(x.values).max() ** np.array([[1.0], [2.0]]))
+        return None if cmp.ok else f"the statistics written differ from (mean, variance): {cmp.message}"
+
+    return check
 
 
 def conv2d_fused(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
