@@ -68,9 +68,9 @@ def test_gradient_ops_match_their_composites_and_numpy(dtype, shape):
     eg = em.asarray(g, dtype=dtype)
     stats = em.empty((2, shape[1]), dtype=dtype)
     em.batch_norm_train(ex, stats, ew, eps=1e-3)
-    sums = em.batch_norm_backward_reduce(eg, ex, stats)
-    np.testing.assert_allclose(np.asarray(sums), np.asarray(nn_composites.batch_norm_backward_reduce(eg, ex, stats)),
-                               **TOL[dtype])
+    sums = em.batch_norm_backward_reduce(eg, ex, stats, eps=1e-3)
+    composite_sums = nn_composites.batch_norm_backward_reduce(eg, ex, stats, eps=1e-3)
+    np.testing.assert_allclose(np.asarray(sums), np.asarray(composite_sums), **TOL[dtype])
     dx = em.batch_norm_input_grad(eg, ex, stats, sums, ew, eps=1e-3)
     composite = nn_composites.batch_norm_input_grad(eg, ex, stats, sums, ew, eps=1e-3)
     np.testing.assert_allclose(np.asarray(dx), np.asarray(composite), **TOL[dtype])
@@ -84,6 +84,9 @@ def test_gradient_ops_match_their_composites_and_numpy(dtype, shape):
         g - g.sum(axis=axes).reshape(shape_c) / m - xhat * (g * xhat).sum(axis=axes).reshape(shape_c) / m)
     np.testing.assert_allclose(np.asarray(dx).astype(np.float64), expected, rtol=1e-3 if dtype == "float32" else 1e-9,
                                atol=1e-4 if dtype == "float32" else 1e-11)
+    expected_sums = np.stack([g.sum(axis=axes), (g * xhat).sum(axis=axes)])
+    np.testing.assert_allclose(np.asarray(sums).astype(np.float64), expected_sums,
+                               rtol=1e-4 if dtype == "float32" else 1e-10, atol=1e-3 if dtype == "float32" else 1e-10)
 
 
 @pytest.mark.parametrize("shape", [(4, 3, 2, 3), (5, 2)])

@@ -414,11 +414,12 @@ def batch_norm_train(x: Any, stats: Any, weight: Any = None, bias: Any = None, /
     return ops.astype(out, x.dtype)
 
 
-def batch_norm_backward_reduce(grad_output: Any, x: Any, stats: Any, /) -> Any:
+def batch_norm_backward_reduce(grad_output: Any, x: Any, stats: Any, /, *, eps: float = 1e-5) -> Any:
     ops = _ops()
     g = _computed(grad_output)
-    centered = _computed(x) - _channel(stats[0], x.ndim)
-    return ops.astype(ops.stack([ops.sum(g, axis=_other_axes(x)), ops.sum(g * centered, axis=_other_axes(x))]),
+    invstd = ops.reciprocal(ops.sqrt(_computed(stats[1]) + eps))
+    normalized = (_computed(x) - _channel(stats[0], x.ndim)) * _channel(invstd, x.ndim)
+    return ops.astype(ops.stack([ops.sum(g, axis=_other_axes(x)), ops.sum(g * normalized, axis=_other_axes(x))]),
                       x.dtype)
 
 
@@ -431,7 +432,7 @@ def batch_norm_input_grad(grad_output: Any, x: Any, stats: Any, sums: Any, weigh
     sums = _computed(sums)
     centered = _computed(x) - _channel(stats[0], x.ndim)
     out = _channel(scale, x.ndim) * (_computed(grad_output) - _channel(sums[0] / count, x.ndim)
-                                     - centered * _channel(sums[1] * invstd * invstd / count, x.ndim))
+                                     - centered * _channel(sums[1] * invstd / count, x.ndim))
     return ops.astype(out, x.dtype)
 
 

@@ -307,7 +307,8 @@ def _batch_norm_backward_reduce(schema: OpSchema, a: dict[str, Any]) -> Call:
     n, c, s = _channels(schema, x)
     _expect_shape(schema, "grad_output", grad_output, x.shape)
     _per_channel(schema, c, stats=stats)
-    return Call((2, c), (grad_output.reshape((n, c, s)), x.reshape((n, c, s)), stats), {}, {})
+    attrs = {"eps": _eps(schema, a["eps"])}
+    return Call((2, c), (grad_output.reshape((n, c, s)), x.reshape((n, c, s)), stats), attrs, attrs)
 
 
 def _batch_norm_input_grad(schema: OpSchema, a: dict[str, Any]) -> Call:

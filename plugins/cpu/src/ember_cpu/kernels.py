@@ -269,8 +269,8 @@ def batch_norm_train(out: Any, stats: Any, x: Any, weight: Any, bias: Any, *, ep
                                           eps), "batch_norm_train")
 
 
-def batch_norm_backward_reduce(out: Any, grad_output: Any, x: Any, stats: Any) -> None:
-    _check(lib.ember_cpu_batch_norm_backward_reduce(*_all_desc(out, grad_output, x, stats)),
+def batch_norm_backward_reduce(out: Any, grad_output: Any, x: Any, stats: Any, *, eps: float) -> None:
+    _check(lib.ember_cpu_batch_norm_backward_reduce(*_all_desc(out, grad_output, x, stats), eps),
            "batch_norm_backward_reduce")
 
 

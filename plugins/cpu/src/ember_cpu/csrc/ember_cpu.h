@@ -194,9 +194,10 @@ int ember_cpu_softmax(int log_out, const ember_tensor *out, const ember_tensor *
  * one dtype, contiguous; N * S >= 1, eps >= 0. */
 int ember_cpu_batch_norm_train(const ember_tensor *out, const ember_tensor *stats, const ember_tensor *x,
                                const ember_tensor *weight, const ember_tensor *bias, double eps);
-/* out (2, C): per channel, sum of grad_output and sum of grad_output * (x - stats[0]). */
+/* out (2, C): per channel, sum of grad_output and sum of grad_output * (x - mean) / sqrt(var + eps),
+ * (mean, var) = stats. */
 int ember_cpu_batch_norm_backward_reduce(const ember_tensor *out, const ember_tensor *grad_output,
-                                         const ember_tensor *x, const ember_tensor *stats);
+                                         const ember_tensor *x, const ember_tensor *stats, double eps);
 /* out (N, C, S): the x-gradient of batch_norm_train from the sums above (see norm.c). */
 int ember_cpu_batch_norm_input_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
                                     const ember_tensor *stats, const ember_tensor *sums, const ember_tensor *weight,

@@ -6,9 +6,10 @@
  *   batch_norm_train:           mean; biased variance of the centred values (a second pass, so
  *                               no cancellation); out = (x - mean) * scale + bias, scale =
  *                               weight / sqrt(var + eps).  Three passes over x.
- *   batch_norm_backward_reduce: sum g and sum g * (x - mean) in one pass over g and x.
- *   batch_norm_input_grad:      out = scale * (g - sum_g / M - (x - mean) * sum_gx / ((var + eps) M)),
- *                               M = N * S, one pass.
+ *   batch_norm_backward_reduce: sum g and sum g * xhat, xhat = (x - mean) / sqrt(var + eps), in
+ *                               one pass over g and x (the bias and weight gradients).
+ *   batch_norm_input_grad:      out = scale * (g - sum_g / M - xhat * sum_gxhat / M), M = N * S,
+ *                               one pass.
  * The core's composite does the same math with ~20 tensor ops and their temporaries. */
 #include <math.h>
 #include "common.h"
@@ -75,13 +76,14 @@
         }                                                                                           \
     }                                                                                               \
                                                                                                     \
-    static void reduce_##SUF(T *out, const T *g, const T *x, const T *stats, int64_t N, int64_t C, int64_t S) { \
+    static void reduce_##SUF(T *out, const T *g, const T *x, const T *stats, int64_t N, int64_t C, int64_t S, \
+                             double eps) {                                                          \
         _Pragma("omp parallel for num_threads(ember_threads_for(N * C * S, C)) schedule(static)")   \
         for (int64_t c = 0; c < C; c++) {                                                           \
             double sg = 0, sgx = 0;                                                                 \
             for (int64_t n = 0; n < N; n++)                                                         \
                 grad_sums_##SUF(g + (n * C + c) * S, x + (n * C + c) * S, S, stats[c], &sg, &sgx);  \
-            out[c] = (T)sg, out[C + c] = (T)sgx;                                                    \
+            out[c] = (T)sg, out[C + c] = (T)(sgx / sqrt((double)stats[C + c] + eps));               \
         }                                                                                           \
     }                                                                                               \
                                                                                                     \
@@ -93,7 +95,7 @@
             double invstd = 1.0 / sqrt((double)stats[C + c] + eps);                                 \
             double scale = w ? invstd * (double)w[c] : invstd;                                      \
             T mean = stats[c], a = (T)scale, k = (T)(-scale * (double)sums[c] / count);             \
-            T b = (T)(-scale * invstd * invstd * (double)sums[C + c] / count);                      \
+            T b = (T)(-scale * invstd * (double)sums[C + c] / count);                               \
             for (int64_t n = 0; n < N; n++) {                                                       \
                 const T *gr = g + (n * C + c) * S, *xr = x + (n * C + c) * S;                       \
                 T *o = out + (n * C + c) * S;                                                       \
@@ -144,19 +146,20 @@ int ember_cpu_batch_norm_train(const ember_tensor *out, const ember_tensor *stat
 }
 
 int ember_cpu_batch_norm_backward_reduce(const ember_tensor *out, const ember_tensor *grad_output,
-                                         const ember_tensor *x, const ember_tensor *stats) {
+                                         const ember_tensor *x, const ember_tensor *stats, double eps) {
     ember_status status = check_x(x);
     if (status) return status;
     int dt = x->dtype;
     int64_t c = x->shape[1];
-    if (!fits(out, dt, 2, 2, c, 0, 0) || !fits(grad_output, dt, 3, NCS(x), 0) || !fits(stats, dt, 2, 2, c, 0, 0))
+    if (!fits(out, dt, 2, 2, c, 0, 0) || !fits(grad_output, dt, 3, NCS(x), 0) || !fits(stats, dt, 2, 2, c, 0, 0) ||
+        !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
     if (dt == EMBER_FLOAT32)
         reduce_f32(BASE(out, float), BASE(grad_output, const float), BASE(x, const float), BASE(stats, const float),
-                   NCS(x));
+                   NCS(x), eps);
     else
         reduce_f64(BASE(out, double), BASE(grad_output, const double), BASE(x, const double),
-                   BASE(stats, const double), NCS(x));
+                   BASE(stats, const double), NCS(x), eps);
     return EMBER_OK;
 }
 
