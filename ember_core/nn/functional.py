@@ -75,9 +75,12 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         out = em.batch_norm_train(x, stats, weight, bias, eps=eps)
         if running_mean is not None and running_var is not None:
             count = x.size // x.shape[1]
-            with no_grad():
-                running_mean[...] = running_mean * (1 - momentum) + stats[0] * momentum
-                running_var[...] = running_var * (1 - momentum) + stats[1] * (momentum * count / (count - 1))
+            mean, var = em.unstack(stats)
+            with no_grad():  # in place: an assignment through [...] costs more than the arithmetic
+                running_mean *= 1 - momentum
+                running_mean += mean * momentum
+                running_var *= 1 - momentum
+                running_var += var * (momentum * count / (count - 1))
         return out
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm in eval mode needs running_mean and running_var")
