@@ -36,6 +36,11 @@ def _expand_key(key: Any, ndim: int) -> list[Any]:
 
 @view_op
 def basic_view(x: Tensor, key: Any) -> Tensor:
+    if key.__class__ is int and x._shape:  # x[i], the commonest index: no walk over an expanded key
+        n = x._shape[0]
+        if not -n <= key < n:
+            raise IndexOutOfRangeError(f"index {key} is out of range for dimension 0 of size {n}")
+        return x._view(x._shape[1:], x._strides[1:], x._offset + key % n * x._strides[0])
     shape, strides, offset = [], [], x._offset
     dim = 0
     for k in _expand_key(key, x.ndim):
@@ -70,7 +75,7 @@ def _is_basic(key: Any) -> bool:
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:
-    if _is_basic(key):
+    if key.__class__ is int or _is_basic(key):
         return basic_view(x, key)
     plan = _AdvancedIndex(x, key)
     gathered = _op("take")(plan.source(), plan.flat_index, axis=0)
