@@ -3,8 +3,8 @@
 An op's TOML entry declares, per tensor parameter, its vector-Jacobian product as an expression in
 ember ops (``derivatives = { x1 = "grad * conj(x2)", x2 = "grad * conj(x1)" }``).  Names in scope:
 every registered op, the op's arguments by parameter name, ``grad`` (the gradient of the result),
-``result``, the op's ``derivative_terms`` (shared work, evaluated once per backward before the
-formulas, in order; a term named ``grad`` rewrites the gradient), and the helpers below.  A
+``result``, the op's ``derivative_terms`` (shared work, evaluated once per backward, in order,
+when a needed formula uses it; a term named ``grad`` rewrites the gradient), and the helpers below.  A
 parameter marked ``"non_differentiable"`` carries no gradient.  The engine sums each gradient to
 its input's shape and casts it to its dtype, so formulas do not.  Complex numbers follow the
 conjugate Wirtinger convention (PyTorch's): for a holomorphic f the formula is ``grad * conj(f'(z))``.
@@ -313,17 +313,27 @@ class Derivative:
         self.formulas = {name: self._compile(name, text) for name, text in schema.derivatives.items()
                          if text != NON_DIFFERENTIABLE}
         # shared terms (and a rewritten `grad`), evaluated once per backward before the formulas
+        # that use them, directly or through a later term
         self.terms = tuple((name, self._compile(name, text)) for name, text in schema.derivative_terms.items())
-        # per input: the tensors its formula reads (saved only when that input needs a gradient);
-        # every term is evaluated, so what the terms read is read for every input
-        pre = {n for _, code in self.terms for n in code.co_names}
-        self.reads = {name: [n for n in self.tensor_params if n in code.co_names or n in pre] + (
-            ["result"] if "result" in code.co_names or "result" in pre else [])
-            for name, code in self.formulas.items()}
+        self.term_uses = {name: self._terms_used(code.co_names) for name, code in self.formulas.items()}
+        # per input: the tensors its formula and its terms read (saved only when it needs a gradient)
+        self.reads = {}
+        for name, code in self.formulas.items():
+            names = set(code.co_names).union(*(c.co_names for t, c in self.terms if t in self.term_uses[name]))
+            self.reads[name] = [n for n in self.tensor_params if n in names] + (["result"] if "result" in names else [])
         self.arity = len(self.names)
         self.grad_positions = tuple(i for i, n in enumerate(self.names) if n in self.formulas)
         self.has_lists = bool(self.list_params)
         self._recipes: dict[tuple[Any, ...], Recipe | None] = {}
+
+    def _terms_used(self, names: tuple[str, ...]) -> set[str]:
+        """The terms an expression reading ``names`` needs: those it names, and what they need."""
+        used: set[str] = set()
+        for term, code in reversed(self.terms):  # a term reads only the terms before it
+            if term in names:
+                used.add(term)
+                names = (*names, *code.co_names)
+        return used
 
     def _compile(self, name: str, text: str) -> Any:
         schema = self.schema
@@ -355,7 +365,8 @@ class Derivative:
                 inputs.append((i, -1))
         if not inputs:
             return None
-        reads = {n for i, _ in inputs for n in self.reads[self.names[i]]}
+        reads_for = {self.names[i] for i, _ in inputs}
+        reads = {n for name in reads_for for n in self.reads[name]}
         positions = {n: i for i, n in enumerate(self.names)}
         return Recipe(
             inputs=tuple(inputs),
@@ -364,6 +375,7 @@ class Derivative:
             read=tuple(positions[n] for n in self.tensor_params if n in reads),
             dropped=tuple(positions[n] for n in self.tensor_params if n not in reads),
             reads_result="result" in reads,
+            terms=tuple((t, code) for t, code in self.terms if any(t in self.term_uses[n] for n in reads_for)),
         )
 
 
@@ -389,6 +401,7 @@ class Recipe(NamedTuple):
     read: tuple[int, ...]  # tensor params the needed formulas read: saved
     dropped: tuple[int, ...]  # tensor params they do not read: not kept, so their memory can go
     reads_result: bool
+    terms: tuple[tuple[str, Any], ...]  # the derivative terms those formulas need, in order
 
 
 def check_schema(schema: OpSchema) -> None:
@@ -526,7 +539,7 @@ class FormulaNode(Node):
                 attach([result], self)
             scope["result"] = result
         ns = _NAMESPACE or _NAMESPACE.update(_namespace()) or _NAMESPACE
-        for name, code in deriv.terms:
+        for name, code in self.recipe.terms:
             scope[name] = eval(code, ns, scope)
         out: list[Any] = []
         cache: dict[str, Any] = {}

@@ -14,9 +14,9 @@ with a top-level ``namespace = "myvendor"``)::
     methods = ["__add__", "__radd__", "__iadd__"]   # Tensor methods bound to this op
     derivatives = { x1 = "grad", x2 = "grad" }       # vector-Jacobian products, in ember ops
     derivative_terms = { grad = "..." }  # evaluated once per backward, in order, before the
-                                   # derivatives, which see each name: shared work (one reduction
-                                   # feeding several inputs' gradients), or `grad` rewritten (the
-                                   # derivative of a fused epilogue such as a relu)
+                                   # derivatives that use them, which see each name: shared work
+                                   # (one reduction feeding several inputs' gradients), or `grad`
+                                   # rewritten (the derivative of a fused epilogue such as a relu)
     deterministic = true
     fallback = true                # may run on the host through the CPU fallback
     doc = "..."
