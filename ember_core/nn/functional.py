@@ -97,19 +97,7 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
 
 def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
-    normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if tuple(x.shape[x.ndim - len(normalized_shape):]) != normalized_shape:
-        raise ShapeError(f"layer_norm over {normalized_shape} does not fit input of shape {x.shape}")
-    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    mean = em.mean(x, axis=axes, keepdims=True)
-    centered = x - mean
-    var = em.mean(em.square(centered), axis=axes, keepdims=True)
-    out = centered * em.reciprocal(em.sqrt(var + eps))
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    return em.layer_norm(x, normalized_shape, weight, bias, eps=eps)
 
 
 # ---- activations ---------------------------------------------------------------------------------

@@ -436,6 +436,48 @@ def batch_norm_input_grad(grad_output: Any, x: Any, stats: Any, sums: Any, weigh
     return ops.astype(out, x.dtype)
 
 
+def _trailing_axes(x: Any, normalized_shape: Any) -> tuple[int, ...]:
+    count = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    return tuple(range(x.ndim - count, x.ndim))
+
+
+def _normalized_rows(x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any]:
+    """xhat and 1 / sqrt(var + eps) of each row of x over ``axes``."""
+    ops = _ops()
+    work = _computed(x)
+    centered = work - ops.mean(work, axis=axes, keepdims=True)
+    invstd = ops.reciprocal(ops.sqrt(ops.mean(ops.square(centered), axis=axes, keepdims=True) + eps))
+    return centered * invstd, invstd
+
+
+def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = None, /, *, eps: float = 1e-5) -> Any:
+    out, _ = _normalized_rows(x, _trailing_axes(x, normalized_shape), eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return _ops().astype(out, x.dtype)
+
+
+def layer_norm_input_grad(grad_output: Any, x: Any, normalized_shape: Any, weight: Any = None, /, *,
+                          eps: float = 1e-5) -> Any:
+    ops = _ops()
+    axes = _trailing_axes(x, normalized_shape)
+    xhat, invstd = _normalized_rows(x, axes, eps)
+    g = _computed(grad_output) if weight is None else _computed(grad_output) * weight
+    out = invstd * (g - ops.mean(g, axis=axes, keepdims=True) - xhat * ops.mean(g * xhat, axis=axes, keepdims=True))
+    return ops.astype(out, x.dtype)
+
+
+def layer_norm_affine_grad(grad_output: Any, x: Any, normalized_shape: Any, /, *, eps: float = 1e-5) -> Any:
+    ops = _ops()
+    axes = _trailing_axes(x, normalized_shape)
+    xhat, _ = _normalized_rows(x, axes, eps)
+    rows = tuple(range(x.ndim - len(axes)))
+    g = _computed(grad_output)
+    return ops.astype(ops.stack([ops.sum(g * xhat, axis=rows), ops.sum(g, axis=rows)]), x.dtype)
+
+
 # ---- losses -------------------------------------------------------------------------------------
 
 def _loss_coefficients(target: Any, weight: Any, n_classes: int, like: Any, ignore_index: int,

@@ -322,6 +322,52 @@ def _batch_norm_input_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
                 lambda out: out.reshape(x.shape))
 
 
+def _rows(schema: OpSchema, x: Tensor, normalized_shape: Any) -> tuple[tuple[int, ...], int, int]:
+    """layer_norm's normalized_shape checked against x: (the shape, rows M, row length D)."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+    if not isinstance(shape, (tuple, list)) or not shape or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise TypeError(f"{schema.name}: normalized_shape must be an int or a non-empty tuple of ints, "
+                        f"got {normalized_shape!r}")
+    shape = tuple(shape)
+    if len(shape) > x.ndim or x.shape[x.ndim - len(shape):] != shape:
+        raise ShapeError(f"{schema.name}: normalized_shape {shape} must be the trailing dims of x, "
+                         f"whose shape is {x.shape}")
+    d = math.prod(shape)
+    return shape, x.size // d if d else 0, d
+
+
+def _layer_norm(schema: OpSchema, a: dict[str, Any]) -> Call:
+    x, weight, bias = _tensors(schema, x=a["x"], weight=a["weight"], bias=a["bias"])
+    shape, m, d = _rows(schema, x, a["normalized_shape"])
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None:
+            _expect_shape(schema, name, t, shape)
+    attrs = {"eps": _eps(schema, a["eps"])}
+    flat = tuple(None if t is None else t.reshape((d,)) for t in (weight, bias))
+    return Call((m, d), (x.reshape((m, d)), *flat), attrs, attrs, lambda out: out.reshape(x.shape))
+
+
+def _layer_norm_input_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
+    grad_output, x, weight = _tensors(schema, grad_output=a["grad_output"], x=a["x"], weight=a["weight"])
+    shape, m, d = _rows(schema, x, a["normalized_shape"])
+    _expect_shape(schema, "grad_output", grad_output, x.shape)
+    if weight is not None:
+        _expect_shape(schema, "weight", weight, shape)
+    attrs = {"eps": _eps(schema, a["eps"])}
+    return Call((m, d), (grad_output.reshape((m, d)), x.reshape((m, d)), None if weight is None else
+                         weight.reshape((d,))), attrs, attrs, lambda out: out.reshape(x.shape))
+
+
+def _layer_norm_affine_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
+    grad_output, x = _tensors(schema, grad_output=a["grad_output"], x=a["x"])
+    shape, m, d = _rows(schema, x, a["normalized_shape"])
+    _expect_shape(schema, "grad_output", grad_output, x.shape)
+    attrs = {"eps": _eps(schema, a["eps"])}
+    return Call((2, d), (grad_output.reshape((m, d)), x.reshape((m, d))), attrs, attrs,
+                lambda out: out.reshape((2, *shape)))
+
+
 # ---- the builder ----------------------------------------------------------------------------------
 
 _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
@@ -331,6 +377,8 @@ _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
     "adaptive_avg_pool2d": _adaptive_avg_pool2d, "softmax": _softmax, "log_softmax": _softmax,
     "nll_loss": _nll_loss, "nll_loss_grad": _nll_loss_grad, "batch_norm_train": _batch_norm_train,
     "batch_norm_backward_reduce": _batch_norm_backward_reduce, "batch_norm_input_grad": _batch_norm_input_grad,
+    "layer_norm": _layer_norm, "layer_norm_input_grad": _layer_norm_input_grad,
+    "layer_norm_affine_grad": _layer_norm_affine_grad,
 }
 
 
