@@ -280,6 +280,20 @@ def batch_norm_input_grad(out: Any, grad_output: Any, x: Any, stats: Any, sums: 
                                                eps), "batch_norm_input_grad")
 
 
+def layer_norm(out: Any, x: Any, weight: Any, bias: Any, *, eps: float) -> None:
+    _check(lib.ember_cpu_layer_norm(*_all_desc(out, x), _optional_desc(weight), _optional_desc(bias), eps),
+           "layer_norm")
+
+
+def layer_norm_input_grad(out: Any, grad_output: Any, x: Any, weight: Any, *, eps: float) -> None:
+    _check(lib.ember_cpu_layer_norm_input_grad(*_all_desc(out, grad_output, x), _optional_desc(weight), eps),
+           "layer_norm_input_grad")
+
+
+def layer_norm_affine_grad(out: Any, grad_output: Any, x: Any, *, eps: float) -> None:
+    _check(lib.ember_cpu_layer_norm_affine_grad(*_all_desc(out, grad_output, x), eps), "layer_norm_affine_grad")
+
+
 _REDUCTIONS = {"none": lib.EMBER_CPU_REDUCTION_NONE, "mean": lib.EMBER_CPU_REDUCTION_MEAN,
                "sum": lib.EMBER_CPU_REDUCTION_SUM}
 
@@ -411,6 +425,9 @@ KERNELS: dict[str, Callable[..., None]] = {
     "batch_norm_train": batch_norm_train,
     "batch_norm_backward_reduce": batch_norm_backward_reduce,
     "batch_norm_input_grad": batch_norm_input_grad,
+    "layer_norm": layer_norm,
+    "layer_norm_input_grad": layer_norm_input_grad,
+    "layer_norm_affine_grad": layer_norm_affine_grad,
     "nll_loss": _nll("nll_loss", lib.ember_cpu_nll_loss),
     "nll_loss_grad": _nll("nll_loss_grad", lib.ember_cpu_nll_loss_grad),
     "take": take,

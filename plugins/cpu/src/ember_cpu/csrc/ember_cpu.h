@@ -203,6 +203,17 @@ int ember_cpu_batch_norm_input_grad(const ember_tensor *out, const ember_tensor 
                                     const ember_tensor *stats, const ember_tensor *sums, const ember_tensor *weight,
                                     double eps);
 
+/* x and out (M, D) rows, weight and bias (D,) or NULL: out = (x - mean) / sqrt(var + eps) * weight
+ * + bias per row.  float32/float64, one dtype, contiguous; eps >= 0. */
+int ember_cpu_layer_norm(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                         const ember_tensor *bias, double eps);
+/* out (M, D): the x-gradient of layer_norm (row statistics recomputed). */
+int ember_cpu_layer_norm_input_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
+                                    const ember_tensor *weight, double eps);
+/* out (2, D): the column sums of grad_output * xhat (weight's gradient) and of grad_output (bias's). */
+int ember_cpu_layer_norm_affine_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
+                                     double eps);
+
 /* ---- losses (loss.c) --------------------------------------------------------------------- */
 enum ember_cpu_reduction { EMBER_CPU_REDUCTION_NONE = 0, EMBER_CPU_REDUCTION_MEAN = 1, EMBER_CPU_REDUCTION_SUM = 2 };
 /* nll_loss of log_probs (N, C) at int64 targets (N,), each in [0, C) or equal to ignore_index

@@ -1,4 +1,6 @@
-/* Batch normalization (ember_core/ops/nn.toml, family norm) over contiguous (N, C, S) tensors:
+/* Batch and layer normalization (ember_core/ops/nn.toml, family norm).
+ *
+ * Batch normalization works on contiguous (N, C, S) tensors:
  * channel c is the N rows x[n, c, 0:S].  Each channel is one OpenMP task, so its sums do not
  * depend on the thread count.  Sums run in the element type over blocks of a row (the vector
  * lanes) and in double across blocks and rows.
@@ -10,48 +12,65 @@
  *                               one pass over g and x (the bias and weight gradients).
  *   batch_norm_input_grad:      out = scale * (g - sum_g / M - xhat * sum_gxhat / M), M = N * S,
  *                               one pass.
- * The core's composite does the same math with ~20 tensor ops and their temporaries. */
+ *
+ * Layer normalization works on M contiguous rows of D values (the normalized dims flattened).
+ * Each row's statistics take two passes over it while it sits in cache; backward recomputes them
+ * rather than keeping them.  One OpenMP task per row, except the weight and bias gradients, which
+ * sum down the rows: one task per fixed block of LN_ROWS rows, then the blocks' sums added in
+ * order, so those sums do not depend on the thread count either.
+ *   layer_norm:             out = (x - mean) / sqrt(var + eps) * weight + bias.
+ *   layer_norm_input_grad:  with g = grad * weight, out = invstd * (g - mean(g) - xhat * mean(g * xhat)).
+ *   layer_norm_affine_grad: out (2, D): the column sums of grad * xhat and of grad.
+ * The core's composites do the same math with ~10-20 tensor ops and their temporaries. */
 #include <math.h>
 #include "common.h"
 
 #define BLOCK 1024 /* values summed in the element type before the sum moves to double */
+#define LANES 64   /* independent partial sums per block: a vector add's latency hidden behind four */
+
+/* s1 += the sum of e1 (and, when the literal `two` is 1, s2 += the sum of e2) over j in [0, len):
+ * LANES partial sums in the element type within each BLOCK, in double across blocks.  e1 and e2
+ * are expressions in j. */
+#define BLOCKED_SUMS(T, len, two, s1, e1, s2, e2)                                                   \
+    for (int64_t b_ = 0; b_ < (len); b_ += BLOCK) {                                                 \
+        int64_t end_ = ember_min64((len), b_ + BLOCK), j_ = b_;                                     \
+        T a1_[LANES] = {0}, a2_[LANES] = {0}, p1_ = 0, p2_ = 0;                                     \
+        for (; j_ + LANES <= end_; j_ += LANES) {                                                   \
+            _Pragma("omp simd")                                                                     \
+            for (int64_t l_ = 0; l_ < LANES; l_++) {                                                \
+                int64_t j = j_ + l_;                                                                \
+                a1_[l_] += (e1);                                                                    \
+                if (two) a2_[l_] += (e2);                                                           \
+            }                                                                                       \
+        }                                                                                           \
+        _Pragma("omp simd reduction(+:p1_, p2_)")                                                   \
+        for (int64_t l_ = 0; l_ < LANES; l_++) {                                                    \
+            p1_ += a1_[l_];                                                                         \
+            if (two) p2_ += a2_[l_];                                                                \
+        }                                                                                           \
+        for (int64_t j = j_; j < end_; j++) {                                                       \
+            p1_ += (e1);                                                                            \
+            if (two) p2_ += (e2);                                                                   \
+        }                                                                                           \
+        (s1) += p1_;                                                                                \
+        if (two) (s2) += p2_;                                                                       \
+    }
 
 #define DEFINE_NORM(T, SUF)                                                                         \
     static double sum_##SUF(const T *x, int64_t len) {                                              \
-        double total = 0;                                                                           \
-        for (int64_t b = 0; b < len; b += BLOCK) {                                                  \
-            int64_t end = ember_min64(len, b + BLOCK);                                              \
-            T part = 0;                                                                             \
-            _Pragma("omp simd reduction(+:part)")                                                   \
-            for (int64_t j = b; j < end; j++) part += x[j];                                         \
-            total += part;                                                                          \
-        }                                                                                           \
+        double total = 0, unused = 0;                                                               \
+        BLOCKED_SUMS(T, len, 0, total, x[j], unused, 0);                                            \
         return total;                                                                               \
     }                                                                                               \
                                                                                                     \
     static double centred_squares_##SUF(const T *x, int64_t len, T mean) {                          \
-        double total = 0;                                                                           \
-        for (int64_t b = 0; b < len; b += BLOCK) {                                                  \
-            int64_t end = ember_min64(len, b + BLOCK);                                              \
-            T part = 0;                                                                             \
-            _Pragma("omp simd reduction(+:part)")                                                   \
-            for (int64_t j = b; j < end; j++) part += (x[j] - mean) * (x[j] - mean);                \
-            total += part;                                                                          \
-        }                                                                                           \
+        double total = 0, unused = 0;                                                               \
+        BLOCKED_SUMS(T, len, 0, total, (x[j] - mean) * (x[j] - mean), unused, 0);                   \
         return total;                                                                               \
     }                                                                                               \
                                                                                                     \
     static void grad_sums_##SUF(const T *g, const T *x, int64_t len, T mean, double *sg, double *sgx) { \
-        for (int64_t b = 0; b < len; b += BLOCK) {                                                  \
-            int64_t end = ember_min64(len, b + BLOCK);                                              \
-            T pg = 0, pgx = 0;                                                                      \
-            _Pragma("omp simd reduction(+:pg, pgx)")                                                \
-            for (int64_t j = b; j < end; j++) {                                                     \
-                pg += g[j];                                                                         \
-                pgx += g[j] * (x[j] - mean);                                                        \
-            }                                                                                       \
-            *sg += pg, *sgx += pgx;                                                                 \
-        }                                                                                           \
+        BLOCKED_SUMS(T, len, 1, *sg, g[j], *sgx, g[j] * (x[j] - mean));                             \
     }                                                                                               \
                                                                                                     \
     static void train_##SUF(T *out, T *stats, const T *x, const T *w, const T *bias, int64_t N, int64_t C, \
@@ -105,8 +124,99 @@
         }                                                                                           \
     }
 
+#define LN_ROWS 128    /* rows of one weight/bias-gradient task, summed in the element type */
+#define LN_COLUMNS 256 /* columns of one task that sums those tasks' results, in double */
+
+#define GW(j) (w ? gr[j] * w[j] : gr[j]) /* grad * weight, in input_grad_row */
+
+#define DEFINE_LAYER_NORM(T, SUF)                                                                   \
+    static void row_stats_##SUF(const T *x, int64_t D, double eps, T *mean, T *invstd) {            \
+        *mean = (T)(sum_##SUF(x, D) / (double)D);                                                   \
+        *invstd = (T)(1.0 / sqrt(centred_squares_##SUF(x, D, *mean) / (double)D + eps));            \
+    }                                                                                               \
+                                                                                                    \
+    static void layer_norm_##SUF(T *out, const T *x, const T *w, const T *b, int64_t M, int64_t D, double eps) { \
+        _Pragma("omp parallel for num_threads(ember_threads_for(M * D, M)) schedule(static)")       \
+        for (int64_t i = 0; i < M; i++) {                                                           \
+            const T *row = x + i * D;                                                               \
+            T *o = out + i * D, mean, invstd;                                                       \
+            row_stats_##SUF(row, D, eps, &mean, &invstd);                                           \
+            _Pragma("omp simd")                                                                     \
+            for (int64_t j = 0; j < D; j++) o[j] = (row[j] - mean) * invstd;                        \
+            if (w) {                                                                                \
+                _Pragma("omp simd")                                                                 \
+                for (int64_t j = 0; j < D; j++) o[j] *= w[j];                                       \
+            }                                                                                       \
+            if (b) {                                                                                \
+                _Pragma("omp simd")                                                                 \
+                for (int64_t j = 0; j < D; j++) o[j] += b[j];                                       \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+                                                                                                    \
+    static inline __attribute__((always_inline)) void input_grad_row_##SUF(                        \
+        T *restrict o, const T *restrict gr, const T *restrict w, const T *restrict row, int64_t D,  \
+        T mean, T invstd) {                                                                         \
+        double sg = 0, sgx = 0;                                                                     \
+        BLOCKED_SUMS(T, D, 1, sg, GW(j), sgx, GW(j) * (row[j] - mean));                             \
+        T mg = (T)(sg / (double)D), mgx = (T)(sgx * (double)invstd / (double)D);                    \
+        _Pragma("omp simd")                                                                         \
+        for (int64_t j = 0; j < D; j++) o[j] = invstd * (GW(j) - mg - (row[j] - mean) * invstd * mgx); \
+    }                                                                                               \
+                                                                                                    \
+    static void layer_norm_input_grad_##SUF(T *out, const T *g, const T *x, const T *w, int64_t M, int64_t D, \
+                                            double eps) {                                           \
+        _Pragma("omp parallel for num_threads(ember_threads_for(M * D, M)) schedule(static)")       \
+        for (int64_t i = 0; i < M; i++) {                                                           \
+            const T *row = x + i * D, *gr = g + i * D;                                              \
+            T *o = out + i * D, mean, invstd;                                                       \
+            row_stats_##SUF(row, D, eps, &mean, &invstd);                                           \
+            /* grad * weight recomputed where needed: writing it to o first would make every later  \
+             * load of x wait on o's stores at the same page offset (4K aliasing) */                \
+            if (w) input_grad_row_##SUF(o, gr, w, row, D, mean, invstd);                            \
+            else input_grad_row_##SUF(o, gr, NULL, row, D, mean, invstd); /* inlined: w folds away */ \
+        }                                                                                           \
+    }                                                                                               \
+                                                                                                    \
+    static int layer_norm_affine_grad_##SUF(T *out, const T *g, const T *x, int64_t M, int64_t D, double eps) { \
+        int64_t chunks = (M + LN_ROWS - 1) / LN_ROWS;                                               \
+        T *partial = ember_cpu_alloc(ember_max64(chunks, 1) * 2 * D * (int64_t)sizeof(T));          \
+        if (!partial) return EMBER_ERR_OUT_OF_MEMORY;                                               \
+        _Pragma("omp parallel for num_threads(ember_threads_for(M * D, chunks)) schedule(static)")  \
+        for (int64_t c = 0; c < chunks; c++) {                                                      \
+            T *pw = partial + c * 2 * D, *pb = pw + D;                                              \
+            memset(pw, 0, (size_t)(2 * D) * sizeof(T));                                             \
+            for (int64_t i = c * LN_ROWS; i < ember_min64(M, (c + 1) * LN_ROWS); i++) {             \
+                const T *row = x + i * D, *gr = g + i * D;                                          \
+                T mean, invstd;                                                                     \
+                row_stats_##SUF(row, D, eps, &mean, &invstd);                                       \
+                _Pragma("omp simd")                                                                 \
+                for (int64_t j = 0; j < D; j++) {                                                   \
+                    pw[j] += gr[j] * ((row[j] - mean) * invstd);                                    \
+                    pb[j] += gr[j];                                                                 \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+        int64_t blocks = (D + LN_COLUMNS - 1) / LN_COLUMNS;                                         \
+        _Pragma("omp parallel for num_threads(ember_threads_for(chunks * D, blocks)) schedule(static)") \
+        for (int64_t t = 0; t < blocks; t++) {                                                      \
+            int64_t j0 = t * LN_COLUMNS, n = ember_min64(LN_COLUMNS, D - j0);                       \
+            double dw[LN_COLUMNS] = {0}, db[LN_COLUMNS] = {0};                                      \
+            for (int64_t c = 0; c < chunks; c++) {                                                  \
+                const T *pw = partial + c * 2 * D + j0, *pb = pw + D;                               \
+                _Pragma("omp simd")                                                                 \
+                for (int64_t j = 0; j < n; j++) dw[j] += pw[j], db[j] += pb[j];                     \
+            }                                                                                       \
+            for (int64_t j = 0; j < n; j++) out[j0 + j] = (T)dw[j], out[D + j0 + j] = (T)db[j];     \
+        }                                                                                           \
+        ember_cpu_free(partial);                                                                    \
+        return EMBER_OK;                                                                            \
+    }
+
 DEFINE_NORM(float, f32)
 DEFINE_NORM(double, f64)
+DEFINE_LAYER_NORM(float, f32)
+DEFINE_LAYER_NORM(double, f64)
 
 /* t is a contiguous tensor of x's dtype and the given shape (NULL passes when optional). */
 static int fits(const ember_tensor *t, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int optional) {
@@ -180,4 +290,61 @@ int ember_cpu_batch_norm_input_grad(const ember_tensor *out, const ember_tensor 
         input_grad_f64(BASE(out, double), BASE(grad_output, const double), BASE(x, const double),
                        BASE(stats, const double), BASE(sums, const double), BASE(weight, const double), NCS(x), eps);
     return EMBER_OK;
+}
+
+/* x is (M, D) rows, float32 or float64, contiguous. */
+static ember_status check_rows(const ember_tensor *x) {
+    if (ember_check_desc(x) || x->ndim != 2 || !ember_is_contiguous(x)) return EMBER_ERR_INVALID_ARGUMENT;
+    return x->dtype == EMBER_FLOAT32 || x->dtype == EMBER_FLOAT64 ? EMBER_OK : EMBER_ERR_UNSUPPORTED;
+}
+
+#define MD(x) (x)->shape[0], (x)->shape[1]
+
+int ember_cpu_layer_norm(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                         const ember_tensor *bias, double eps) {
+    ember_status status = check_rows(x);
+    if (status) return status;
+    int dt = x->dtype;
+    int64_t d = x->shape[1];
+    if (!fits(out, dt, 2, MD(x), 0, 0) || !fits(weight, dt, 1, d, 0, 0, 1) || !fits(bias, dt, 1, d, 0, 0, 1) ||
+        !(eps >= 0))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    if (dt == EMBER_FLOAT32)
+        layer_norm_f32(BASE(out, float), BASE(x, const float), BASE(weight, const float), BASE(bias, const float),
+                       MD(x), eps);
+    else
+        layer_norm_f64(BASE(out, double), BASE(x, const double), BASE(weight, const double),
+                       BASE(bias, const double), MD(x), eps);
+    return EMBER_OK;
+}
+
+int ember_cpu_layer_norm_input_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
+                                    const ember_tensor *weight, double eps) {
+    ember_status status = check_rows(x);
+    if (status) return status;
+    int dt = x->dtype;
+    if (!fits(out, dt, 2, MD(x), 0, 0) || !fits(grad_output, dt, 2, MD(x), 0, 0) ||
+        !fits(weight, dt, 1, x->shape[1], 0, 0, 1) || !(eps >= 0))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    if (dt == EMBER_FLOAT32)
+        layer_norm_input_grad_f32(BASE(out, float), BASE(grad_output, const float), BASE(x, const float),
+                                  BASE(weight, const float), MD(x), eps);
+    else
+        layer_norm_input_grad_f64(BASE(out, double), BASE(grad_output, const double), BASE(x, const double),
+                                  BASE(weight, const double), MD(x), eps);
+    return EMBER_OK;
+}
+
+int ember_cpu_layer_norm_affine_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
+                                     double eps) {
+    ember_status status = check_rows(x);
+    if (status) return status;
+    int dt = x->dtype;
+    if (!fits(out, dt, 2, 2, x->shape[1], 0, 0) || !fits(grad_output, dt, 2, MD(x), 0, 0) || !(eps >= 0))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    if (dt == EMBER_FLOAT32)
+        return layer_norm_affine_grad_f32(BASE(out, float), BASE(grad_output, const float), BASE(x, const float),
+                                          MD(x), eps);
+    return layer_norm_affine_grad_f64(BASE(out, double), BASE(grad_output, const double), BASE(x, const double),
+                                      MD(x), eps);
 }
