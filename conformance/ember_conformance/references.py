@@ -162,6 +162,11 @@ def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         shift = 0.0 if affine[1] is None else np.abs(affine[1]).reshape(shape)
         spread = np.sqrt(var.reshape(shape) + kwargs.get("eps", 1e-5))
         return (np.abs(x) + np.abs(mean.reshape(shape))) / spread * scale + shift
+    if op == "layer_norm":  # the same cancellation, per row
+        x, normalized_shape, *affine = (*args, None, None)
+        scale = 1.0 if affine[0] is None else np.abs(affine[0])
+        return _normalized_rows(x, normalized_shape, kwargs.get("eps", 1e-5))[1] * scale + (
+            0.0 if affine[1] is None else np.abs(affine[1]))
     return None
 
 
@@ -256,6 +261,21 @@ def _batch_norm_train(x: np.ndarray, stats: np.ndarray, weight: np.ndarray | Non
     return out if bias is None else out + bias.reshape(shape)
 
 
+def _normalized_rows(x: np.ndarray, normalized_shape: Any, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(xhat, |x| + |mean| over sqrt(var + eps)): layer_norm's rows and the scale of its error."""
+    count = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    axes = tuple(range(x.ndim - count, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    spread = np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    return (x - mean) / spread, (np.abs(x) + np.abs(mean)) / spread
+
+
+def _layer_norm(x: np.ndarray, normalized_shape: Any, weight: np.ndarray | None = None,
+                bias: np.ndarray | None = None, *, eps: float = 1e-5) -> np.ndarray:
+    out = _normalized_rows(x, normalized_shape, eps)[0]
+    return out * (1 if weight is None else weight) + (0 if bias is None else bias)
+
+
 def _activation(out: np.ndarray, activation: str | None) -> np.ndarray:
     return np.maximum(out, 0) if activation == "relu" else out
 
@@ -270,7 +290,7 @@ REFERENCES.update({
     "conv2d": lambda x, weight, bias=None, *, activation=None, **kw: _activation(_conv2d(x, weight, bias, **kw),
                                                                                 activation),
     "max_pool2d": _max_pool2d, "avg_pool2d": _avg_pool2d, "adaptive_avg_pool2d": _adaptive_avg_pool2d,
-    "nll_loss": _nll_loss, "batch_norm_train": _batch_norm_train,
+    "nll_loss": _nll_loss, "batch_norm_train": _batch_norm_train, "layer_norm": _layer_norm,
 })
 REFERENCES.update({
     "views.reshape": np.reshape, "views.permute_dims": np.permute_dims, "views.broadcast_to": np.broadcast_to,

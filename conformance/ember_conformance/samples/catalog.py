@@ -24,7 +24,8 @@ BY_NAME: dict[str, Generator] = {
     "max_pool2d_select": nn.through_gradients, "avg_pool2d_grad": nn.through_gradients,
     "nll_loss": nn.nll_loss, "nll_loss_grad": nn.through_gradients, "adam_step": nn.adam_step,
     "sgd_step": nn.sgd_step, "batch_norm_train": nn.batch_norm, "batch_norm_backward_reduce": nn.through_gradients,
-    "batch_norm_input_grad": nn.through_gradients,
+    "batch_norm_input_grad": nn.through_gradients, "layer_norm": nn.layer_norm,
+    "layer_norm_input_grad": nn.through_gradients, "layer_norm_affine_grad": nn.through_gradients,
     "unique_all": sorting.unique, "unique_counts": sorting.unique, "unique_inverse": sorting.unique,
     "unique_values": sorting.unique, "bernoulli": randomness.bernoulli, "permutation": randomness.permutation,
 }

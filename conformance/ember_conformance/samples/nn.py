@@ -93,6 +93,21 @@ def batch_norm(schema: Any, dtype: str, device: str, level: int) -> list[Sample]
     return out
 
 
+def layer_norm(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    rng = rng_for(schema.name, dtype)
+
+    def x(shape: tuple[int, ...], layout: str = "contiguous") -> Arr:
+        return Arr(typical(rng, shape, dtype, -1.0, 3.0), dtype, layout)  # rows with a mean away from 0
+
+    out = [Sample("last-dim-affine", (x((3, 4, 6)), 6, _x(rng, (6,), dtype), _x(rng, (6,), dtype)), {"eps": 1e-3}),
+           Sample("two-dims", (x((2, 3, 5)), (3, 5))),
+           Sample("strided-weight-only", (x((4, 7), "strided"), (7,), _x(rng, (7,), dtype, "strided")))]
+    if level == 1:
+        out += [Sample("error-not-trailing", (x((2, 3)), (2,)), error=ShapeError),
+                Sample("error-weight-shape", (x((2, 3)), 3, _x(rng, (2,), dtype)), error=ShapeError)]
+    return out
+
+
 def _batch_norm_statistics(x: Arr) -> Any:
     def check(device: str, dtype: str) -> str | None:
         import ember_core as em
