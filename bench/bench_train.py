@@ -7,7 +7,7 @@ ember / PyTorch (lower is better) next to its target:
 
 * one SGD training step of an MLP 784-256-256-10 at batch 128 (target <= 1.5); the same with
   momentum, and that optimizer's step alone (one fused ``sgd_step`` per parameter), for information;
-* BatchNorm2d forward + backward in training at two sizes, for information;
+* BatchNorm2d and LayerNorm forward + backward in training, two sizes each, for information;
 * ten chained small elementwise ops on a tensor that requires grad (graph recording; target <= 2);
   the same ten ops followed by backward, for information;
 * one epoch of ``ember demo``'s CNN on the digits (45 Adam steps at batch 32), for information.
@@ -72,13 +72,15 @@ def sgd_update(momentum: float) -> dict[str, Callable[[], object]]:
     return {"ember": opt.step, "torch": topt.step}
 
 
-def batch_norm_step(shape: tuple[int, ...]) -> dict[str, Callable[[], object]]:
-    """BatchNorm2d in training, forward and backward (both fused: ember's batch_norm_train and
-    its two gradient kernels, PyTorch's native batch norm)."""
-    data = np.random.default_rng(0).random(shape, dtype=np.float32)
-    ours, theirs = nn.BatchNorm2d(shape[1]), torch.nn.BatchNorm2d(shape[1])
+def norm_step(layer: str, shape: tuple[int, ...], features: int) -> dict[str, Callable[[], object]]:
+    """A normalization layer in training, forward and backward against a random gradient (both
+    fused: ember's batch_norm_train / layer_norm and their gradient kernels, PyTorch's native ones)."""
+    rng = np.random.default_rng(0)
+    data, grad = rng.random(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32)
+    ours, theirs = getattr(nn, layer)(features), getattr(torch.nn, layer)(features)
     ex, tx = em.asarray(data).requires_grad_(), torch.from_numpy(data).requires_grad_()
-    return {"ember": lambda: ours(ex).sum().backward(), "torch": lambda: theirs(tx).sum().backward()}
+    eg, tg = em.asarray(grad), torch.from_numpy(grad)
+    return {"ember": lambda: ours(ex).backward(eg), "torch": lambda: theirs(tx).backward(tg)}
 
 
 def _ten_ops(x: object, ns: object) -> object:
@@ -147,8 +149,10 @@ CASES: list[tuple[str, Callable[[], dict[str, Callable[[], object]]], float | No
     ("MLP 784-256-256-10 SGD step, batch 128", lambda: mlp_step(0.0), 1.5),
     ("  the same, SGD with momentum 0.9", lambda: mlp_step(0.9), None),
     ("  its optimizer step alone (sgd_step)", lambda: sgd_update(0.9), None),
-    ("BatchNorm2d 32x32x16x16, forward + backward", lambda: batch_norm_step((32, 32, 16, 16)), None),
-    ("BatchNorm2d 8x64x56x56, forward + backward", lambda: batch_norm_step((8, 64, 56, 56)), None),
+    ("BatchNorm2d 32x32x16x16, forward + backward", lambda: norm_step("BatchNorm2d", (32, 32, 16, 16), 32), None),
+    ("BatchNorm2d 8x64x56x56, forward + backward", lambda: norm_step("BatchNorm2d", (8, 64, 56, 56), 64), None),
+    ("LayerNorm(256) on 32x128x256, fwd + bwd", lambda: norm_step("LayerNorm", (32, 128, 256), 256), None),
+    ("LayerNorm(1024) on 8x512x1024, fwd + bwd", lambda: norm_step("LayerNorm", (8, 512, 1024), 1024), None),
     ("10 chained small ops, requires_grad", lambda: chained_ops(False), 2.0),
     ("10 chained small ops + backward", lambda: chained_ops(True), None),
     ("demo CNN, one epoch (45 Adam steps)", demo_epoch, None),

@@ -84,15 +84,13 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
         return out
     if running_mean is None or running_var is None:
         raise ValueError("batch_norm in eval mode needs running_mean and running_var")
-    shape = (1, x.shape[1], *(1,) * (x.ndim - 2))
-    # the weight joined to the per-channel scale: one pass over x fewer
-    scale = em.reciprocal(em.sqrt(running_var.reshape(shape) + eps))
+    # a per-channel affine map, its coefficients computed on (C,) tensors: two passes over x
+    scale = em.reciprocal(em.sqrt(running_var + eps))
     if weight is not None:
-        scale = scale * weight.reshape(shape)
-    out = (x - running_mean.reshape(shape)) * scale
-    if bias is not None:
-        out = out + bias.reshape(shape)
-    return out
+        scale = scale * weight
+    shift = -running_mean * scale if bias is None else bias - running_mean * scale
+    shape = (1, x.shape[1], *(1,) * (x.ndim - 2))
+    return x * scale.reshape(shape) + shift.reshape(shape)
 
 
 def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
