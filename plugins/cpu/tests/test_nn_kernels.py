@@ -153,6 +153,9 @@ def test_pool_kernels_are_served_natively():
     ((2, 3, 5, 37), (2, 3, 3, 4), (1, 1), (1, 2), (1, 1), 1),       # rows of 38: 16 + 16 + 6, padding both sides
     ((1, 3, 12, 12), (8, 3, 5, 5), (3, 3), (2, 2), (1, 1), 1),
     ((3, 8, 64, 64), (4, 8, 5, 5), (1, 1), (2, 2), (1, 1), 1),      # 3.3 MB of patches per image: two chunks
+    ((2, 3, 6, 41), (4, 3, 3, 3), (2, 2), (1, 1), (1, 1), 1),       # stride 2: outputs 16 + 5, padding both sides
+    ((2, 2, 5, 70), (3, 2, 4, 4), (1, 2), (0, 1), (1, 2), 1),       # stride 2, dilated: 16 + 16 + 2 outputs
+    ((40, 32, 9, 9), (8, 32, 3, 3), (2, 2), (1, 1), (1, 1), 1),     # 40 images in equal chunks of 20
     ((0, 3, 5, 5), (2, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1),        # empty batch: zeros
 ])
 def test_conv2d_weight_grad_is_exact(dtype, x_shape, weight_shape, stride, padding, dilation, groups):
