@@ -1,4 +1,4 @@
-"""ember-cpu's direct float32 kernel for conv2d's weight gradient (conv_grad.c, `wgrad3`: 3x3,
+"""ember-cpu's direct float32 kernel for conv2d's weight gradient (conv_gemm.c, `wgrad3`: 3x3,
 stride 1, any padding) against the definition in float64 numpy, over the shapes where its tiles
 and blocks can go wrong: tap groups that end mid-tile (C * 3 not a multiple of 4), output-channel
 counts that leave half or partial vectors, padding wider than the kernel's reach, rows of one

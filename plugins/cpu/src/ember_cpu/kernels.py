@@ -190,8 +190,7 @@ def _depthwise(x_shape: tuple[int, ...], weight: Any, groups: int, *tensors: Any
 def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
            dilation: tuple[int, int], groups: int, activation: str | None) -> Any:
     """3x3 kernels at stride 1, dilation 1, groups 1 run Winograd F(2x2, 3x3) (conv.c), depthwise
-    convolutions conv_depthwise.c; every other call, and an empty one, is declined to the next
-    provider or the core's composite."""
+    convolutions conv_depthwise.c, every other geometry im2col + GEMM (conv_gemm.c)."""
     if activation not in (None, "relu"):
         return NotImplemented
     if _depthwise(x._shape, weight, groups, out, x, bias):
@@ -200,7 +199,12 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
                                               int(activation == "relu")), "conv2d")
         return None
     if not _winograd_takes(weight, stride, dilation, groups, out, x, bias):
-        return NotImplemented
+        if not x._shape[1]:
+            return NotImplemented  # no input channel: the composite's empty sums
+        _check(lib.ember_cpu_conv2d_gemm(*_all_desc(out, x, weight), _optional_desc(bias),
+                                         _window(weight._shape[2:], stride, padding, dilation), groups,
+                                         int(activation == "relu")), "conv2d")
+        return None
     n, c, h, w = x._shape
     o = weight._shape[0]
     ph, pw = padding

@@ -118,12 +118,16 @@ int ember_cpu_conv2d_3x3(const ember_tensor *out, const ember_tensor *x, const e
 int ember_cpu_conv2d_3x3_input_grad(const ember_tensor *out, const ember_tensor *grad_output,
                                     const ember_tensor *weight, int64_t pad_h, int64_t pad_w);
 
-/* ---- convolution gradients (conv_grad.c) -------------------------------------------------- */
+/* ---- convolution as im2col + GEMM (conv_gemm.c) ---------------------------------------------- */
 /* A pooling or convolution window: kernel (kh, kw), stride, zero-or-more padding and dilation,
  * each (h, w). */
 typedef struct {
     int64_t kh, kw, sh, sw, ph, pw, dh, dw;
 } ember_cpu_window;
+/* out(N, O, OH, OW) = conv2d(x(N, C, H, W), weight(O, C/groups, kh, kw)) over window w, + bias (O,
+ * or NULL), then relu when relu != 0; float32/float64, all contiguous. */
+int ember_cpu_conv2d_gemm(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                          const ember_tensor *bias, const ember_cpu_window *w, int64_t groups, int relu);
 /* out(O, C/groups, kh, kw) = conv2d's gradient with respect to its weight, from x (N, C, H, W) and
  * grad_output (N, O, OH, OW); float32/float64, all contiguous. */
 int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x, const ember_tensor *grad_output,

@@ -1,4 +1,5 @@
-/* conv2d's gradient with respect to its weight, for any stride, padding, dilation and groups:
+/* conv2d as im2col + GEMM, for any kernel size, stride, padding, dilation and groups: the forward
+ * (one product per image and group, below) and the gradient with respect to the weight:
  *
  *   dW[o, c, ky, kx] = sum over n, oy, ox of  g[n, o, oy, ox] * x[n, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]
  *
@@ -369,5 +370,103 @@ int ember_cpu_conv2d_weight_grad(const ember_tensor *out, const ember_tensor *x,
     ember_cpu_free(job.grad_rows);
     ember_cpu_free(patches);
     ember_cpu_free(partials);
+    return status;
+}
+
+/* ---- the forward: one product per image and group ---------------------------------------------
+ *
+ *   out[n, group's channels] (og x OH*OW) = weight[group] (og x cg*kh*kw) @ patches of image n
+ *
+ * the patches built by the same gather as above, one image at a time into the running thread's
+ * scratch (1x1 kernels at stride 1 without padding read x in place), then bias and relu applied
+ * to the image's output while it is in cache.  Images (and groups) are shared among the threads,
+ * each product on one thread; with fewer of them than threads, the products take the threads.
+ * The core's composite built every image's patches from a strided window view first. */
+#define DEFINE_BIAS_RELU(T, SUF)                                                                   \
+    static void bias_relu_##SUF(T *row, int64_t n, T bias, int relu) {                             \
+        if (relu) {                                                                                \
+            _Pragma("omp simd")                                                                    \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T v = row[i] + bias;                                                               \
+                row[i] = v > 0 || v != v ? v : (T)0;   /* NaN stays NaN; -0 and below give +0 */  \
+            }                                                                                      \
+        } else {                                                                                   \
+            _Pragma("omp simd")                                                                    \
+            for (int64_t i = 0; i < n; i++) row[i] += bias;                                        \
+        }                                                                                          \
+    }
+DEFINE_BIAS_RELU(float, f32)
+DEFINE_BIAS_RELU(double, f64)
+
+typedef struct {
+    const ember_tensor *out, *x, *weight, *bias;
+    const ember_cpu_window *w;
+    int64_t groups, C, H, W, OH, OW, cg, og, cols;
+    int relu;
+} conv_job;
+
+static int conv_task(const conv_job *j, int64_t t, char *patches) {
+    int dtype = j->out->dtype;
+    int64_t isz = ember_itemsize[dtype], n = t / j->groups, grp = t % j->groups, P = j->OH * j->OW;
+    const char *x0 = ember_base(j->x) + n * j->C * j->H * j->W * isz;
+    const ember_cpu_window *w = j->w;
+    int direct = w->kh == 1 && w->kw == 1 && w->sh == 1 && w->sw == 1 && w->ph == 0 && w->pw == 0;
+    const char *b_data = direct ? x0 + grp * j->cg * P * isz : patches;
+    if (!direct && isz == 4)
+        patches_4((uint32_t *)patches, (const uint32_t *)x0, 1, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg, j->cg, w);
+    else if (!direct)
+        patches_8((uint64_t *)patches, (const uint64_t *)x0, 1, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg, j->cg, w);
+    char *c_data = ember_base(j->out) + (n * j->og * j->groups + grp * j->og) * P * isz;
+    ember_tensor a, b, c;
+    matrix_desc(&a, dtype, ember_base(j->weight) + grp * j->og * j->cols * isz, j->og, j->cols, j->cols, 1);
+    matrix_desc(&b, dtype, (void *)b_data, j->cols, P, P, 1);
+    matrix_desc(&c, dtype, c_data, j->og, P, P, 1);
+    int status = ember_cpu_matmul(&c, &a, &b);
+    if (status || (!j->bias && !j->relu)) return status;
+    const char *bias = j->bias ? ember_base(j->bias) + grp * j->og * isz : NULL;
+    for (int64_t o = 0; o < j->og; o++) {
+        if (dtype == EMBER_FLOAT32)
+            bias_relu_f32((float *)c_data + o * P, P, bias ? ((const float *)bias)[o] : 0.0f, j->relu);
+        else
+            bias_relu_f64((double *)c_data + o * P, P, bias ? ((const double *)bias)[o] : 0.0, j->relu);
+    }
+    return EMBER_OK;
+}
+
+int ember_cpu_conv2d_gemm(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                          const ember_tensor *bias, const ember_cpu_window *w, int64_t groups, int relu) {
+    if (ember_check_desc(out) || ember_check_desc(x) || ember_check_desc(weight) || (bias && ember_check_desc(bias)) ||
+        !ember_valid_window(w) || groups < 1)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    if (out->ndim != 4 || x->ndim != 4 || weight->ndim != 4 || x->dtype != out->dtype || weight->dtype != out->dtype ||
+        !ember_is_contiguous(out) || !ember_is_contiguous(x) || !ember_is_contiguous(weight) ||
+        (bias && (bias->ndim != 1 || bias->dtype != out->dtype || !ember_is_contiguous(bias))))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], O = weight->shape[0];
+    int64_t cg = weight->shape[1], OH = out->shape[2], OW = out->shape[3];
+    if (weight->shape[2] != w->kh || weight->shape[3] != w->kw || O % groups || cg * groups != C ||
+        out->shape[0] != N || out->shape[1] != O || (bias && bias->shape[0] != O) ||
+        OH != (H + 2 * w->ph - w->dh * (w->kh - 1) - 1) / w->sh + 1 ||
+        OW != (W + 2 * w->pw - w->dw * (w->kw - 1) - 1) / w->sw + 1)
+        return EMBER_ERR_INVALID_ARGUMENT;
+    if (out->dtype != EMBER_FLOAT32 && out->dtype != EMBER_FLOAT64) return EMBER_ERR_UNSUPPORTED;
+    if (ember_numel(out) == 0) return EMBER_OK;
+    int64_t isz = ember_itemsize[out->dtype], cols = cg * w->kh * w->kw, P = OH * OW, tasks = N * groups;
+    conv_job j = {out, x, weight, bias, w, groups, C, H, W, OH, OW, cg, O / groups, cols, relu};
+    int64_t patch_floats = (cols * P + 15) / 16 * 16;
+    int threads = ember_threads_for(O * cols * N * P, tasks);
+    char *patches = ember_cpu_alloc(ember_max64(threads, 1) * ember_max64(patch_floats, 1) * isz);
+    if (!patches) return EMBER_ERR_OUT_OF_MEMORY;
+    int status = EMBER_OK;
+    if (threads > 1) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t t = 0; t < tasks; t++) {
+            int mine = conv_task(&j, t, patches + omp_get_thread_num() * patch_floats * isz);
+            if (mine != EMBER_OK) __atomic_store_n(&status, mine, __ATOMIC_RELAXED);
+        }
+    } else {   /* outside any region, so that each product may take the threads */
+        for (int64_t t = 0; t < tasks && status == EMBER_OK; t++) status = conv_task(&j, t, patches);
+    }
+    ember_cpu_free(patches);
     return status;
 }
