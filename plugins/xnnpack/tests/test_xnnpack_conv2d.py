@@ -28,10 +28,12 @@ CASES = [  # n, c, h, w, o, (kh, kw), stride, padding, dilation, groups
 
 def _left_to_ember_cpu(case) -> bool:
     """xnnpack declines dense 3x3 stride-1 convolutions (ember-cpu's Winograd kernel is faster
-    there) and depthwise ones at stride 1 with output rows of 14 or more (its depthwise kernel)."""
+    there), 1x1 ones at stride 1 without padding (one GEMM per image on ember-cpu) and depthwise
+    ones at stride 1 with output rows of 14 or more (its depthwise kernel)."""
     _, c, _, w, o, kernel, stride, padding, dilation, groups = case
     depthwise_rows = groups == c > 1 and o % c == 0 and stride == (1, 1) and w + 2 * padding[1] - kernel[1] + 1 >= 14
-    return (kernel, stride, dilation, groups) == ((3, 3), (1, 1), (1, 1), 1) or depthwise_rows
+    pointwise = (kernel, stride, padding) == ((1, 1), (1, 1), (0, 0))
+    return (kernel, stride, dilation, groups) == ((3, 3), (1, 1), (1, 1), 1) or depthwise_rows or pointwise
 
 
 def _run(rng, case, bias, activation):
@@ -118,9 +120,10 @@ def test_special_input_values_are_declined_and_kept(rng, shape, where, special):
 
 def test_subnormal_weights_are_declined(rng):
     x = np.ones((1, 1, 3, 3), np.float32)
-    out, providers = traced(em.conv2d, em.asarray(x), em.asarray(np.full((1, 1, 1, 1), 1e-40, np.float32)))
+    tiny = np.float32(1e-40)
+    out, providers = traced(em.conv2d, em.asarray(x), em.asarray(np.full((1, 1, 2, 2), tiny, np.float32)))
     assert "xnnpack" not in served_by(providers, "conv2d")
-    np.testing.assert_array_equal(out.numpy(), np.full((1, 1, 3, 3), 1e-40, np.float32))
+    np.testing.assert_array_equal(out.numpy(), np.full((1, 1, 2, 2), tiny * 4, np.float32))
 
 
 def test_non_finite_weights_are_declined(rng):

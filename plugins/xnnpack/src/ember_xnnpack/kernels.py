@@ -97,6 +97,12 @@ def _winograd_wins(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, groups:
     return (kh, kw, sh, sw, dh, dw, groups) == (3, 3, 1, 1, 1, 1, 1)
 
 
+def _pointwise(kh: int, kw: int, sh: int, sw: int, ph: int, pw: int) -> bool:
+    """1x1 kernels at stride 1 without padding are one GEMM per image on ember-cpu, reading x in
+    place: xnnpack / ember-cpu time 1.14-1.18 (32x64x16x16 -> 64, 1x64x56x56 -> 256)."""
+    return (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0)
+
+
 def _depthwise(groups: int, c: int, group_in: int) -> bool:
     return groups > 1 and groups == c and group_in == 1
 
@@ -120,6 +126,8 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
     if _winograd_wins(kh, kw, sh, sw, dh, dw, groups):   # first: the demo's step declines twice
         return NotImplemented
     if _depthwise(groups, c, group_in) and _depthwise_rows_win(sh, sw, out._shape[3]):
+        return NotImplemented
+    if _pointwise(kh, kw, sh, sw, ph, pw):
         return NotImplemented
     if activation not in _CLAMPS or not _takes(out, x, weight, bias) or not x._numel:
         return NotImplemented
@@ -160,6 +168,10 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
     if _depthwise(groups, c, group_in):
         # ember-cpu's depthwise gradient: 8x128x56x56 3x3 2.7 ms against XNNPACK's 51 (stride 2:
         # 2.7 vs 29), 8x256x14x14 1.3 vs 4.2, 32x32x8x8 0.41 vs 0.84
+        return NotImplemented
+    if (kh, kw) == (1, 1) and (sh, sw) != (1, 1):
+        # the core's composite (a GEMM, then the strided positions written): xnnpack / composite
+        # time 1.65 (32x64x32x32 -> 128, stride 2), 2.05 (8x256x14x14 -> 512)
         return NotImplemented
     if not _takes(out, grad_output, weight) or not grad_output._numel:
         return NotImplemented
