@@ -10,7 +10,8 @@ ember / PyTorch (lower is better) next to its target:
 * BatchNorm2d and LayerNorm forward + backward in training, two sizes each, for information;
 * ten chained small elementwise ops on a tensor that requires grad (graph recording; target <= 2);
   the same ten ops followed by backward, for information;
-* one epoch of ``ember demo``'s CNN on the digits (45 Adam steps at batch 32), for information.
+* one epoch of ``ember demo``'s CNN on the digits (45 Adam steps at batch 32), for information;
+* one SGD step of a small ResNet-style CNN (batch norm, stride-2 and 1x1 convolutions), for information.
 """
 
 from __future__ import annotations
@@ -145,6 +146,34 @@ def demo_epoch() -> dict[str, Callable[[], object]]:
     return {"ember": ember_epoch, "torch": torch_epoch}
 
 
+def conv_net_step() -> dict[str, Callable[[], object]]:
+    """One SGD step of a small ResNet-style CNN on 32x32x3 images, batch 32: 3x3 convolutions at
+    strides 1 and 2, a 1x1 convolution, batch norm after each, global average pooling."""
+    def make(lib: object) -> object:
+        def conv_bn(cin: int, cout: int, k: int, stride: int) -> list[object]:
+            return [lib.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False), lib.BatchNorm2d(cout),
+                    lib.ReLU()]
+        return lib.Sequential(*conv_bn(3, 32, 3, 1), *conv_bn(32, 32, 3, 1), *conv_bn(32, 64, 3, 2),
+                              *conv_bn(64, 64, 1, 1), lib.AdaptiveAvgPool2d(1), lib.Flatten(), lib.Linear(64, 10))
+
+    ours, theirs = make(nn), make(torch.nn)
+    same_weights(ours, theirs)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((32, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, 32)
+    ex, ey, tx, ty = em.asarray(x), em.asarray(y), torch.from_numpy(x), torch.from_numpy(y)
+    opt, topt = optim.SGD(ours.parameters(), lr=0.01, momentum=0.9), torch.optim.SGD(theirs.parameters(), lr=0.01,
+                                                                                       momentum=0.9)
+    loss_fn, tloss_fn = nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss()
+
+    def step(model: object, optimizer: object, loss: Callable[..., object], xs: object, ys: object) -> None:
+        value = loss(model(xs), ys)
+        optimizer.zero_grad()
+        value.backward()
+        optimizer.step()
+
+    return {"ember": lambda: step(ours, opt, loss_fn, ex, ey), "torch": lambda: step(theirs, topt, tloss_fn, tx, ty)}
+
+
 CASES: list[tuple[str, Callable[[], dict[str, Callable[[], object]]], float | None]] = [
     ("MLP 784-256-256-10 SGD step, batch 128", lambda: mlp_step(0.0), 1.5),
     ("  the same, SGD with momentum 0.9", lambda: mlp_step(0.9), None),
@@ -156,6 +185,7 @@ CASES: list[tuple[str, Callable[[], dict[str, Callable[[], object]]], float | No
     ("10 chained small ops, requires_grad", lambda: chained_ops(False), 2.0),
     ("10 chained small ops + backward", lambda: chained_ops(True), None),
     ("demo CNN, one epoch (45 Adam steps)", demo_epoch, None),
+    ("ResNet-style CNN SGD step, 32x3x32x32", conv_net_step, None),
 ]
 
 
