@@ -73,8 +73,10 @@
         BLOCKED_SUMS(T, len, 1, *sg, g[j], *sgx, g[j] * (x[j] - mean));                             \
     }                                                                                               \
                                                                                                     \
-    static void train_##SUF(T *out, T *stats, const T *x, const T *w, const T *bias, int64_t N, int64_t C, \
-                            int64_t S, double eps) {                                                \
+    static void train_##SUF(void *out_, void *stats_, const void *x_, const void *w_, const void *bias_, \
+                            int64_t N, int64_t C, int64_t S, double eps) {                          \
+        T *out = out_, *stats = stats_;                                                             \
+        const T *x = x_, *w = w_, *bias = bias_;                                                    \
         double count = (double)N * (double)S;                                                       \
         _Pragma("omp parallel for num_threads(ember_threads_for(N * C * S, C)) schedule(static)")   \
         for (int64_t c = 0; c < C; c++) {                                                           \
@@ -95,8 +97,10 @@
         }                                                                                           \
     }                                                                                               \
                                                                                                     \
-    static void reduce_##SUF(T *out, const T *g, const T *x, const T *stats, int64_t N, int64_t C, int64_t S, \
-                             double eps) {                                                          \
+    static void reduce_##SUF(void *out_, const void *g_, const void *x_, const void *stats_, int64_t N, int64_t C, \
+                             int64_t S, double eps) {                                               \
+        T *out = out_;                                                                              \
+        const T *g = g_, *x = x_, *stats = stats_;                                                  \
         _Pragma("omp parallel for num_threads(ember_threads_for(N * C * S, C)) schedule(static)")   \
         for (int64_t c = 0; c < C; c++) {                                                           \
             double sg = 0, sgx = 0;                                                                 \
@@ -106,8 +110,10 @@
         }                                                                                           \
     }                                                                                               \
                                                                                                     \
-    static void input_grad_##SUF(T *out, const T *g, const T *x, const T *stats, const T *sums, const T *w, \
-                                 int64_t N, int64_t C, int64_t S, double eps) {                     \
+    static void input_grad_##SUF(void *out_, const void *g_, const void *x_, const void *stats_, const void *sums_, \
+                                 const void *w_, int64_t N, int64_t C, int64_t S, double eps) {     \
+        T *out = out_;                                                                              \
+        const T *g = g_, *x = x_, *stats = stats_, *sums = sums_, *w = w_;                          \
         double count = (double)N * (double)S;                                                       \
         _Pragma("omp parallel for num_threads(ember_threads_for(N * C * S, C)) schedule(static)")   \
         for (int64_t c = 0; c < C; c++) {                                                           \
@@ -135,7 +141,10 @@
         *invstd = (T)(1.0 / sqrt(centred_squares_##SUF(x, D, *mean) / (double)D + eps));            \
     }                                                                                               \
                                                                                                     \
-    static void layer_norm_##SUF(T *out, const T *x, const T *w, const T *b, int64_t M, int64_t D, double eps) { \
+    static void layer_norm_##SUF(void *out_, const void *x_, const void *w_, const void *b_, int64_t M, int64_t D, \
+                                 double eps) {                                                      \
+        T *out = out_;                                                                              \
+        const T *x = x_, *w = w_, *b = b_;                                                          \
         _Pragma("omp parallel for num_threads(ember_threads_for(M * D, M)) schedule(static)")       \
         for (int64_t i = 0; i < M; i++) {                                                           \
             const T *row = x + i * D;                                                               \
@@ -164,8 +173,10 @@
         for (int64_t j = 0; j < D; j++) o[j] = invstd * (GW(j) - mg - (row[j] - mean) * invstd * mgx); \
     }                                                                                               \
                                                                                                     \
-    static void layer_norm_input_grad_##SUF(T *out, const T *g, const T *x, const T *w, int64_t M, int64_t D, \
-                                            double eps) {                                           \
+    static void layer_norm_input_grad_##SUF(void *out_, const void *g_, const void *x_, const void *w_, int64_t M, \
+                                            int64_t D, double eps) {                                \
+        T *out = out_;                                                                              \
+        const T *g = g_, *x = x_, *w = w_;                                                          \
         _Pragma("omp parallel for num_threads(ember_threads_for(M * D, M)) schedule(static)")       \
         for (int64_t i = 0; i < M; i++) {                                                           \
             const T *row = x + i * D, *gr = g + i * D;                                              \
@@ -178,7 +189,10 @@
         }                                                                                           \
     }                                                                                               \
                                                                                                     \
-    static int layer_norm_affine_grad_##SUF(T *out, const T *g, const T *x, int64_t M, int64_t D, double eps) { \
+    static int layer_norm_affine_grad_##SUF(void *out_, const void *g_, const void *x_, int64_t M, int64_t D, \
+                                            double eps) {                                           \
+        T *out = out_;                                                                              \
+        const T *g = g_, *x = x_;                                                                   \
         int64_t chunks = (M + LN_ROWS - 1) / LN_ROWS;                                               \
         T *partial = ember_cpu_alloc(ember_max64(chunks, 1) * 2 * D * (int64_t)sizeof(T));          \
         if (!partial) return EMBER_ERR_OUT_OF_MEMORY;                                               \
@@ -235,7 +249,8 @@ static ember_status check_x(const ember_tensor *x) {
 }
 
 #define NCS(x) (x)->shape[0], (x)->shape[1], (x)->shape[2]
-#define BASE(t, T) ((t) ? (T *)ember_base(t) : NULL)
+#define DATA(t) ((t) ? (void *)ember_base(t) : NULL)
+#define BY_DTYPE(dt, f) ((dt) == EMBER_FLOAT32 ? f##_f32 : f##_f64)   /* the kernel's instance for dt */
 
 int ember_cpu_batch_norm_train(const ember_tensor *out, const ember_tensor *stats, const ember_tensor *x,
                                const ember_tensor *weight, const ember_tensor *bias, double eps) {
@@ -246,12 +261,7 @@ int ember_cpu_batch_norm_train(const ember_tensor *out, const ember_tensor *stat
     if (!fits(out, dt, 3, NCS(x), 0) || !fits(stats, dt, 2, 2, c, 0, 0) || !fits(weight, dt, 1, c, 0, 0, 1) ||
         !fits(bias, dt, 1, c, 0, 0, 1) || x->shape[0] * x->shape[2] < 1 || !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
-    if (dt == EMBER_FLOAT32)
-        train_f32(BASE(out, float), BASE(stats, float), BASE(x, const float), BASE(weight, const float),
-                  BASE(bias, const float), NCS(x), eps);
-    else
-        train_f64(BASE(out, double), BASE(stats, double), BASE(x, const double), BASE(weight, const double),
-                  BASE(bias, const double), NCS(x), eps);
+    BY_DTYPE(dt, train)(DATA(out), DATA(stats), DATA(x), DATA(weight), DATA(bias), NCS(x), eps);
     return EMBER_OK;
 }
 
@@ -264,12 +274,7 @@ int ember_cpu_batch_norm_backward_reduce(const ember_tensor *out, const ember_te
     if (!fits(out, dt, 2, 2, c, 0, 0) || !fits(grad_output, dt, 3, NCS(x), 0) || !fits(stats, dt, 2, 2, c, 0, 0) ||
         !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
-    if (dt == EMBER_FLOAT32)
-        reduce_f32(BASE(out, float), BASE(grad_output, const float), BASE(x, const float), BASE(stats, const float),
-                   NCS(x), eps);
-    else
-        reduce_f64(BASE(out, double), BASE(grad_output, const double), BASE(x, const double),
-                   BASE(stats, const double), NCS(x), eps);
+    BY_DTYPE(dt, reduce)(DATA(out), DATA(grad_output), DATA(x), DATA(stats), NCS(x), eps);
     return EMBER_OK;
 }
 
@@ -283,12 +288,8 @@ int ember_cpu_batch_norm_input_grad(const ember_tensor *out, const ember_tensor 
     if (!fits(out, dt, 3, NCS(x), 0) || !fits(grad_output, dt, 3, NCS(x), 0) || !fits(stats, dt, 2, 2, c, 0, 0) ||
         !fits(sums, dt, 2, 2, c, 0, 0) || !fits(weight, dt, 1, c, 0, 0, 1) || !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
-    if (dt == EMBER_FLOAT32)
-        input_grad_f32(BASE(out, float), BASE(grad_output, const float), BASE(x, const float),
-                       BASE(stats, const float), BASE(sums, const float), BASE(weight, const float), NCS(x), eps);
-    else
-        input_grad_f64(BASE(out, double), BASE(grad_output, const double), BASE(x, const double),
-                       BASE(stats, const double), BASE(sums, const double), BASE(weight, const double), NCS(x), eps);
+    BY_DTYPE(dt, input_grad)(DATA(out), DATA(grad_output), DATA(x), DATA(stats), DATA(sums), DATA(weight), NCS(x),
+                             eps);
     return EMBER_OK;
 }
 
@@ -309,12 +310,7 @@ int ember_cpu_layer_norm(const ember_tensor *out, const ember_tensor *x, const e
     if (!fits(out, dt, 2, MD(x), 0, 0) || !fits(weight, dt, 1, d, 0, 0, 1) || !fits(bias, dt, 1, d, 0, 0, 1) ||
         !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
-    if (dt == EMBER_FLOAT32)
-        layer_norm_f32(BASE(out, float), BASE(x, const float), BASE(weight, const float), BASE(bias, const float),
-                       MD(x), eps);
-    else
-        layer_norm_f64(BASE(out, double), BASE(x, const double), BASE(weight, const double),
-                       BASE(bias, const double), MD(x), eps);
+    BY_DTYPE(dt, layer_norm)(DATA(out), DATA(x), DATA(weight), DATA(bias), MD(x), eps);
     return EMBER_OK;
 }
 
@@ -326,12 +322,7 @@ int ember_cpu_layer_norm_input_grad(const ember_tensor *out, const ember_tensor 
     if (!fits(out, dt, 2, MD(x), 0, 0) || !fits(grad_output, dt, 2, MD(x), 0, 0) ||
         !fits(weight, dt, 1, x->shape[1], 0, 0, 1) || !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
-    if (dt == EMBER_FLOAT32)
-        layer_norm_input_grad_f32(BASE(out, float), BASE(grad_output, const float), BASE(x, const float),
-                                  BASE(weight, const float), MD(x), eps);
-    else
-        layer_norm_input_grad_f64(BASE(out, double), BASE(grad_output, const double), BASE(x, const double),
-                                  BASE(weight, const double), MD(x), eps);
+    BY_DTYPE(dt, layer_norm_input_grad)(DATA(out), DATA(grad_output), DATA(x), DATA(weight), MD(x), eps);
     return EMBER_OK;
 }
 
@@ -342,9 +333,5 @@ int ember_cpu_layer_norm_affine_grad(const ember_tensor *out, const ember_tensor
     int dt = x->dtype;
     if (!fits(out, dt, 2, 2, x->shape[1], 0, 0) || !fits(grad_output, dt, 2, MD(x), 0, 0) || !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
-    if (dt == EMBER_FLOAT32)
-        return layer_norm_affine_grad_f32(BASE(out, float), BASE(grad_output, const float), BASE(x, const float),
-                                          MD(x), eps);
-    return layer_norm_affine_grad_f64(BASE(out, double), BASE(grad_output, const double), BASE(x, const double),
-                                      MD(x), eps);
+    return BY_DTYPE(dt, layer_norm_affine_grad)(DATA(out), DATA(grad_output), DATA(x), MD(x), eps);
 }
