@@ -97,10 +97,18 @@ def _winograd_wins(kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, groups:
     return (kh, kw, sh, sw, dh, dw, groups) == (3, 3, 1, 1, 1, 1, 1)
 
 
-def _pointwise(kh: int, kw: int, sh: int, sw: int, ph: int, pw: int) -> bool:
-    """1x1 kernels at stride 1 without padding are one GEMM per image on ember-cpu, reading x in
-    place: xnnpack / ember-cpu time 1.14-1.18 (32x64x16x16 -> 64, 1x64x56x56 -> 256)."""
-    return (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0)
+def _gemm_wins(kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, groups: int, plane: int) -> bool:
+    """Dense and grouped convolutions that are not depthwise run on ember-cpu as one GEMM per image
+    and group (over patches; 1x1 stride-1 kernels read x in place).  xnnpack / ember-cpu time, 2
+    threads, medians of 15-21 alternating rounds: 1x1 stride 1 1.14-1.18 (32x64x16x16 -> 64,
+    1x64x56x56 -> 256); with 64 output positions or more, grouped 3x3 1.90 (8x64x28x28 g8), 3x3
+    stride 2 1.13-1.89 (32x16x16x16 -> 32 to 32x32x32x32 -> 64, 8x64x56x56 -> 128), 1x1 stride 2
+    3.73 (32x64x32x32 -> 128), 7x7 stride 2 1.24 (8x3x224x224 -> 64).  XNNPACK keeps small maps
+    (3x3 stride 2 onto 5x5 0.75, 4x4 0.92; 1x1 stride 2 onto 7x7 0.85) and larger kernels at
+    stride 1 (5x5: 0.49-0.61), where the patches outgrow the product."""
+    if (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0):
+        return True
+    return plane >= 64 and (groups > 1 or kh * kw <= 9 or (sh, sw) != (1, 1))
 
 
 def _depthwise(groups: int, c: int, group_in: int) -> bool:
@@ -127,7 +135,8 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
         return NotImplemented
     if _depthwise(groups, c, group_in) and _depthwise_rows_win(sh, sw, out._shape[3]):
         return NotImplemented
-    if _pointwise(kh, kw, sh, sw, ph, pw):
+    if not _depthwise(groups, c, group_in) and _gemm_wins(kh, kw, sh, sw, ph, pw, groups,
+                                                          out._shape[2] * out._shape[3]):
         return NotImplemented
     if activation not in _CLAMPS or not _takes(out, x, weight, bias) or not x._numel:
         return NotImplemented
