@@ -135,6 +135,8 @@ def _pair(ours_cls, theirs_cls, *args, **kwargs):
         (lambda: _pair(nn.Conv2d, torch.nn.Conv2d, 4, 6, 3, stride=2, padding=1, groups=2), (2, 4, 7, 7)),
         (lambda: _pair(nn.Conv2d, torch.nn.Conv2d, 3, 4, (3, 1), padding="same", bias=False), (2, 3, 5, 6)),
         (lambda: _pair(nn.LayerNorm, torch.nn.LayerNorm, (4, 5)), (3, 4, 5)),
+        (lambda: _pair(nn.GroupNorm, torch.nn.GroupNorm, 3, 6), (2, 6, 4, 5)),
+        (lambda: _pair(nn.GroupNorm, torch.nn.GroupNorm, 1, 4, affine=False), (3, 4, 7)),
         (lambda: _pair(nn.Embedding, torch.nn.Embedding, 10, 4), None),
     ],
 )
@@ -184,6 +186,26 @@ def test_batch_norm_trains_and_evaluates_like_torch(ours_cls, theirs_cls, shape)
     ours.eval(), theirs.eval()
     data = rand(*shape, seed=7)
     close(ours(em64(data)), theirs(torch.from_numpy(data)))
+
+
+def test_group_norm_with_a_trained_affine_map_matches_torch():
+    ours, theirs = _pair(nn.GroupNorm, torch.nn.GroupNorm, 2, 4, eps=1e-3)
+    with torch.no_grad():  # not the identity map, so that a slip in the per-channel affine shows
+        theirs.weight.copy_(torch.from_numpy(rand(4, seed=11) + 0.5))
+        theirs.bias.copy_(torch.from_numpy(rand(4, seed=12)))
+    copy_weights(ours, theirs)
+    data = rand(3, 4, 5, 2, seed=3) * 2 + 1
+    x, tx = em64(data).requires_grad_(), torch.from_numpy(data).requires_grad_()
+    out, expected = ours(x), theirs(tx)
+    close(out, expected, rtol=1e-9)
+    out.backward(em64(rand(3, 4, 5, 2, seed=4)))
+    expected.backward(torch.from_numpy(rand(3, 4, 5, 2, seed=4)))
+    for got, want in ((x.grad, tx.grad), (ours.weight.grad, theirs.weight.grad), (ours.bias.grad, theirs.bias.grad)):
+        close(got, want, rtol=1e-8, atol=1e-10)
+    with pytest.raises(ValueError, match="do not split into 3 groups"):
+        nn.GroupNorm(3, 4)
+    with pytest.raises(em.ShapeError, match=r"needs \(N, 4, ...\) input"):
+        ours(em64(rand(3, 5, 2)))
 
 
 def test_activation_and_shape_modules_match_torch():

@@ -14,6 +14,7 @@ from ember_core.nn.layers import (
     Dropout,
     Embedding,
     Flatten,
+    GroupNorm,
     Identity,
     LayerNorm,
     Linear,
@@ -32,7 +33,7 @@ from ember_core.nn.parameter import Parameter
 
 __all__ = [
     "GELU", "AdaptiveAvgPool2d", "AvgPool2d", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Conv2d",
-    "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "Identity", "LayerNorm", "Linear", "LogSoftmax",
+    "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GroupNorm", "Identity", "LayerNorm", "Linear", "LogSoftmax",
     "MSELoss", "MaxPool2d", "Module", "ModuleList", "NLLLoss", "Parameter", "ReLU", "SiLU", "Sequential",
     "Sigmoid", "Softmax", "Tanh", "functional", "init",
 ]

@@ -180,6 +180,26 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
+class GroupNorm(Module):
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        self.weight = Parameter(em.ones(num_channels, dtype=dtype, device=device)) if affine else None
+        self.bias = Parameter(em.zeros(num_channels, dtype=dtype, device=device)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise em.ShapeError(f"GroupNorm({self.num_groups}, {self.num_channels}) needs (N, {self.num_channels}, "
+                                f"...) input, got shape {x.shape}")
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
 class Dropout(Module):
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
