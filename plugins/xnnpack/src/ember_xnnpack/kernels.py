@@ -211,14 +211,14 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
 def weight_grad_pays(n: int, c: int, o: int, oh: int, ow: int, kernel: tuple[int, int], stride: tuple[int, int],
                      dilation: tuple[int, int]) -> bool:
     """Where XNNPACK's weight gradient beats ember-cpu's, 2 threads.  ember-cpu, next in line, runs
-    1x1 kernels as one GEMM and 3x3 stride-1 kernels on a direct kernel, both faster (xnnpack /
-    ember-cpu time: 32x16x8x8 -> 32 with padding 1, the demo's second layer, 1.67; without padding
-    1.68; 32x32x6x6 -> 64 1.44; 32x32x8x8 -> 64 1.38; 1x1 2.2-2.45).  Elsewhere ember-cpu gathers
-    patches for a GEMM, and XNNPACK wins with a batch (every GEMM step's depth) of 16 or more, at
-    least 16 input channels (the images of one operator run), and at most 2048 filter values per
-    image (O x OH x OW of grad_output, which XNNPACK packs on every call): 32x16x8x8 -> 32 5x5 with
-    padding 2 0.57, 32x16x10x10 -> 32 3x3 stride 2 0.79-0.97."""
-    if kernel == (1, 1) or (kernel == (3, 3) and stride == (1, 1) and dilation == (1, 1)):
+    1x1 kernels as one GEMM and 3x3 kernels (any stride) on a direct kernel, both as fast or faster
+    (xnnpack / ember-cpu time: 32x16x8x8 -> 32 with padding 1, the demo's second layer, 1.67;
+    without padding 1.68; 32x32x6x6 -> 64 1.44; 32x32x8x8 -> 64 1.38; 1x1 2.2-2.45; at stride 2,
+    32x16x10x10 -> 32 1.01, 16x64x14x14 -> 32 1.26).  Elsewhere ember-cpu gathers patches for a
+    GEMM, and XNNPACK wins with a batch (every GEMM step's depth) of 16 or more, at least 16 input
+    channels (the images of one operator run), and at most 2048 filter values per image (O x OH x
+    OW of grad_output, which XNNPACK packs on every call): 32x16x8x8 -> 32 5x5 with padding 2 0.57."""
+    if kernel == (1, 1) or (kernel == (3, 3) and dilation == (1, 1)):
         return False
     return n >= 16 and c >= 16 and o * oh * ow <= 2048
 
