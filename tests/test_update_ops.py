@@ -156,3 +156,40 @@ def test_update_refuses_to_write_a_parameter_that_autograd_records(name):
         update.op(*tensors, **update.hyper)
     with em.no_grad():
         update.op(*tensors, **update.hyper)
+
+
+@pytest.mark.parametrize("name", UPDATES)
+def test_lists_update_a_group_as_separate_calls_would(name):
+    """One call over lists of tensors (an optimizer's parameter group, mixed shapes, a strided one
+    that takes the composite) writes the bits that one call per tensor writes."""
+    update = UPDATES[name]
+    shapes = [(3, 4), (7,), (2, 3, 5)]
+    arrays = [state(update, shape=shape, seed=i) for i, shape in enumerate(shapes)]
+    one_by_one = [[em.asarray(a) for a in group] for group in arrays]
+    for group in one_by_one:
+        update.op(*group, **update.hyper)
+    grouped = [[em.asarray(a) for a in group] for group in arrays]
+    grouped[1] = [em.asarray(np.stack([a, a], axis=1))[:, 0] for a in arrays[1]]  # strided: the composite
+    returned = update.op(*([group[k] for group in grouped] for k in range(update.tensors)), **update.hyper)
+    assert [r is group[0] for r, group in zip(returned, grouped)] == [True] * len(shapes)
+    for want, got in zip(one_by_one, grouped):
+        for k in update.written:
+            np.testing.assert_array_equal(got[k].numpy(), want[k].numpy())
+
+
+@pytest.mark.parametrize("name", UPDATES)
+def test_a_bad_list_entry_fails_the_call_before_anything_is_written(name):
+    update = UPDATES[name]
+    good = [em.asarray(a) for a in state(update, seed=1)]
+    bad = [em.asarray(a) for a in state(update, seed=2)]
+    bad[update.tensors - 1] = bad[update.tensors - 1][:5]  # a state of the wrong shape, at index 1
+    before = good[0].numpy().copy()
+    with pytest.raises(em.ShapeError):
+        update.op(*([g, b] for g, b in zip(good, bad)), **update.hyper)
+    np.testing.assert_array_equal(good[0].numpy(), before)
+    with pytest.raises(ValueError, match="appears again"):  # one parameter twice in the group
+        update.op(*([g, g] for g in good), **update.hyper)
+    with pytest.raises(TypeError, match="all lists of one length"):
+        update.op(*([g] for g in good[:-1]), [good[-1], good[-1]], **update.hyper)
+    with pytest.raises(TypeError, match="all lists of one length"):
+        update.op([good[0]], *good[1:], **update.hyper)

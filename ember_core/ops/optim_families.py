@@ -4,7 +4,9 @@ when imported.
 
 A call is validated whole before anything is written (types, one device, one dtype, one shape, no
 shared memory, hyperparameters in range), then offered to the providers when every tensor is
-contiguous; otherwise, or when every provider declines, the composite runs.  The written storages'
+contiguous; otherwise, or when every provider declines, the composite runs.  Lists of tensors
+update a whole parameter group in one call (a kernel still sees one parameter at a time): the
+binding and the hyperparameters are checked once, every index before any is written.  The written storages'
 version counters move either way (an operator cache keyed on them must see the update).
 """
 
@@ -41,6 +43,28 @@ def _check_tensors(schema: OpSchema, named: dict[str, Tensor]) -> None:
     if MODE.enabled and any(t._requires_grad for name, t in named.items() if name not in _READ_ONLY):
         raise RuntimeError(f"{schema.name} writes in place and is not recorded by autograd; run it inside "
                            f"`with ember_core.no_grad():`")
+
+
+def _tensor_groups(schema: OpSchema, names: list[str], a: dict[str, Any]) -> list[dict[str, Tensor]]:
+    """Lists of tensors (one update per index, as an optimizer's parameter group makes) checked
+    whole before anything is written: each index as one call is, and no written tensor shares
+    memory with any other tensor of the call."""
+    lists = [a[name] for name in names]
+    if not all(isinstance(values, (list, tuple)) for values in lists) or len({len(v) for v in lists}) != 1:
+        raise TypeError(f"{schema.name}: {', '.join(names)} must all be tensors, or all lists of one length "
+                        f"(got lengths {[len(v) if isinstance(v, (list, tuple)) else None for v in lists]})")
+    groups = []
+    for i in range(len(lists[0])):
+        named = {name: values[i] if values[i].__class__ is Tensor else as_tensor_arg(schema, values[i], f"{name}[{i}]")
+                 for name, values in zip(names, lists)}
+        _check_tensors(schema, named)
+        groups.append(named)
+    written = [id(t._storage) for named in groups for name, t in named.items() if name not in _READ_ONLY]
+    read = {id(t._storage) for named in groups for name, t in named.items() if name in _READ_ONLY}
+    if len(set(written)) < len(written) or read & set(written):
+        raise ValueError(f"{schema.name}: a tensor written by one update appears again in the lists; pass each "
+                         f"parameter and state tensor once")
+    return groups
 
 
 def _non_negative(schema: OpSchema, name: str, value: Any) -> float:
@@ -89,10 +113,7 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
     # every parameter of a group.  Keyed with their types, so True never stands in for 1.
     validated: dict[tuple[Any, ...], dict[str, Any]] = {}
 
-    def op(*args: Any, **kwargs: Any) -> Tensor:
-        a = bind(*args, **kwargs)
-        named = {name: as_tensor_arg(schema, a[name], name) for name in tensor_names}
-        _check_tensors(schema, named)
+    def hyperparameters(a: dict[str, Any]) -> dict[str, Any]:
         key: Any = tuple([(a[name].__class__, a[name]) for name in hyper_names])
         try:
             attrs = validated.get(key)
@@ -104,6 +125,9 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
                 if len(validated) >= 64:  # the step count makes a new setting every step
                     validated.clear()
                 validated[key] = attrs
+        return attrs
+
+    def apply(named: dict[str, Tensor], attrs: dict[str, Any]) -> Tensor:
         tensors = tuple(named.values())
         first = tensors[0]
         choice = resolve(schema, first._device, first._dtype, composite)
@@ -116,6 +140,16 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
             if name not in _READ_ONLY:
                 t._storage.version += 1
         return first
+
+    def op(*args: Any, **kwargs: Any) -> Any:
+        a = bind(*args, **kwargs)
+        if isinstance(a[tensor_names[0]], (list, tuple)):
+            groups = _tensor_groups(schema, tensor_names, a)
+            attrs = hyperparameters(a)
+            return [apply(named, attrs) for named in groups]
+        named = {name: as_tensor_arg(schema, a[name], name) for name in tensor_names}
+        _check_tensors(schema, named)
+        return apply(named, hyperparameters(a))
 
     op.__signature__ = bind.__signature__  # type: ignore[attr-defined]
     return op

@@ -26,20 +26,37 @@ class Adam(Optimizer):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                                   "amsgrad": amsgrad, "maximize": maximize})
 
-    def _update(self, p: Any, group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), decay = group["lr"], group["betas"], group["weight_decay"]
+    def _state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
+        """p's state with its step count advanced (created zero on the first step)."""
         state = self.state.setdefault(p, {})
         if not state:
             state.update(step=0, exp_avg=em.zeros_like(p), exp_avg_sq=em.zeros_like(p))
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = em.zeros_like(p)
         state["step"] += 1
-        t = state["step"]
-        if not group["amsgrad"]:  # one fused op per parameter (ember_core/ops/optim.toml)
-            em.adam_step(p, p.grad, state["exp_avg"], state["exp_avg_sq"], lr=lr, beta1=beta1, beta2=beta2,
-                         eps=group["eps"], step=t, weight_decay=decay, decoupled=self._decoupled,
-                         maximize=group["maximize"])
+        return state
+
+    def _update_group(self, params: list[Any], group: dict[str, Any]) -> None:
+        if group["amsgrad"]:
+            super()._update_group(params, group)
             return
+        # one fused adam_step (ember_core/ops/optim.toml) per step count: every parameter of the
+        # group unless some missed steps (no gradient then)
+        by_step: dict[int, list[tuple[Any, dict[str, Any]]]] = {}
+        for p in params:
+            state = self._state(p, group)
+            by_step.setdefault(state["step"], []).append((p, state))
+        (beta1, beta2) = group["betas"]
+        for t, members in by_step.items():
+            em.adam_step([p for p, _ in members], [p.grad for p, _ in members], [s["exp_avg"] for _, s in members],
+                         [s["exp_avg_sq"] for _, s in members], lr=group["lr"], beta1=beta1, beta2=beta2,
+                         eps=group["eps"], step=t, weight_decay=group["weight_decay"], decoupled=self._decoupled,
+                         maximize=group["maximize"])
+
+    def _update(self, p: Any, group: dict[str, Any]) -> None:  # AMSGrad, composed of elementwise ops
+        lr, (beta1, beta2), decay = group["lr"], group["betas"], group["weight_decay"]
+        state = self._state(p, group)
+        t = state["step"]
         g = -p.grad if group["maximize"] else p.grad
         if decay and self._decoupled:
             p *= 1.0 - lr * decay

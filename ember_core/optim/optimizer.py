@@ -14,7 +14,7 @@ from ember_core.tensor import Tensor
 class Optimizer:
     """Subclasses implement ``_update(param, group)``, one parameter's step with its group's
     hyperparameters and its ``self.state[param]``; ``step()`` runs it, under ``no_grad``, for every
-    parameter that has a gradient."""
+    parameter that has a gradient (through ``_update_group``, which a subclass may batch)."""
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
         self.defaults = defaults
@@ -56,9 +56,13 @@ class Optimizer:
     def step(self) -> None:
         with no_grad():
             for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
+                self._update_group([p for p in group["params"] if p.grad is not None], group)
+
+    def _update_group(self, params: list[Tensor], group: dict[str, Any]) -> None:
+        """The step of a group's parameters that have gradients: one ``_update`` each, unless a
+        subclass batches them (one update op over lists saves the per-call binding and checks)."""
+        for p in params:
+            self._update(p, group)
 
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         raise NotImplementedError

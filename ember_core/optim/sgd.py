@@ -23,17 +23,27 @@ class SGD(Optimizer):
         super().__init__(params, {"lr": lr, "momentum": momentum, "dampening": dampening,
                                   "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize})
 
-    def _update(self, p: Any, group: dict[str, Any]) -> None:
-        lr, momentum = group["lr"], group["momentum"]
-        if momentum:  # one fused op per parameter (ember_core/ops/optim.toml)
+    def _update_group(self, params: list[Any], group: dict[str, Any]) -> None:
+        if not group["momentum"]:
+            super()._update_group(params, group)
+            return
+        # one fused sgd_step (ember_core/ops/optim.toml) for the parameters with a momentum buffer,
+        # one for those taking their first step
+        by_first: dict[bool, list[tuple[Any, Any]]] = {}
+        for p in params:
             state = self.state.setdefault(p, {})
             first = state.get("momentum_buffer") is None
             if first:
                 state["momentum_buffer"] = em.empty_like(p)
-            em.sgd_step(p, p.grad, state["momentum_buffer"], lr=lr, momentum=momentum,
-                        dampening=group["dampening"], weight_decay=group["weight_decay"],
-                        nesterov=group["nesterov"], maximize=group["maximize"], first_step=first)
-            return
+            by_first.setdefault(first, []).append((p, state["momentum_buffer"]))
+        for first, members in by_first.items():
+            em.sgd_step([p for p, _ in members], [p.grad for p, _ in members], [b for _, b in members],
+                        lr=group["lr"], momentum=group["momentum"], dampening=group["dampening"],
+                        weight_decay=group["weight_decay"], nesterov=group["nesterov"], maximize=group["maximize"],
+                        first_step=first)
+
+    def _update(self, p: Any, group: dict[str, Any]) -> None:  # without momentum: p -= lr * g
+        lr = group["lr"]
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]
