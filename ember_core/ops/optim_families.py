@@ -6,8 +6,9 @@ A call is validated whole before anything is written (types, one device, one dty
 shared memory, hyperparameters in range), then offered to the providers when every tensor is
 contiguous; otherwise, or when every provider declines, the composite runs.  Lists of tensors
 update a whole parameter group in one call (a kernel still sees one parameter at a time): the
-binding and the hyperparameters are checked once, every index before any is written.  The written storages'
-version counters move either way (an operator cache keyed on them must see the update).
+binding and the hyperparameters are checked once, every index before any is written.  The
+written storages' version counters move either way (an operator cache keyed on them must see the
+update).
 """
 
 from __future__ import annotations
@@ -37,12 +38,21 @@ def _check_tensors(schema: OpSchema, named: dict[str, Tensor]) -> None:
         if t._shape != first._shape:
             raise ShapeError(f"{schema.name}: {name} has shape {t._shape} but {names[0]} has {first._shape}")
     check_dtype(schema, first._dtype)
-    if len({id(t._storage) for t in named.values()}) < len(named):
-        raise ValueError(f"{schema.name}: {', '.join(names)} must not share memory (each is read or written "
-                         f"whole); pass separate tensors")
     if MODE.enabled and any(t._requires_grad for name, t in named.items() if name not in _READ_ONLY):
         raise RuntimeError(f"{schema.name} writes in place and is not recorded by autograd; run it inside "
                            f"`with ember_core.no_grad():`")
+
+
+def _check_separate(schema: OpSchema, groups: list[dict[str, Tensor]], lists: bool) -> None:
+    """Every tensor is read or written whole: no written tensor may share memory with any other
+    tensor of the call (over all the updates of a call given lists)."""
+    written = [id(t._storage) for named in groups for name, t in named.items() if name not in _READ_ONLY]
+    distinct = set(written)
+    if len(distinct) < len(written) or any(id(t._storage) in distinct for named in groups
+                                           for name, t in named.items() if name in _READ_ONLY):
+        raise ValueError(f"{schema.name}: {', '.join(groups[0])} must not share memory (each is read or written "
+                         f"whole); pass separate tensors" + (", each parameter and state tensor once (a written "
+                                                             "tensor appears again in the lists)" if lists else ""))
 
 
 def _tensor_groups(schema: OpSchema, names: list[str], a: dict[str, Any]) -> list[dict[str, Tensor]]:
@@ -59,11 +69,8 @@ def _tensor_groups(schema: OpSchema, names: list[str], a: dict[str, Any]) -> lis
                  for name, values in zip(names, lists)}
         _check_tensors(schema, named)
         groups.append(named)
-    written = [id(t._storage) for named in groups for name, t in named.items() if name not in _READ_ONLY]
-    read = {id(t._storage) for named in groups for name, t in named.items() if name in _READ_ONLY}
-    if len(set(written)) < len(written) or read & set(written):
-        raise ValueError(f"{schema.name}: a tensor written by one update appears again in the lists; pass each "
-                         f"parameter and state tensor once")
+    if groups:
+        _check_separate(schema, groups, lists=True)
     return groups
 
 
@@ -149,6 +156,7 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
             return [apply(named, attrs) for named in groups]
         named = {name: as_tensor_arg(schema, a[name], name) for name in tensor_names}
         _check_tensors(schema, named)
+        _check_separate(schema, [named], lists=False)
         return apply(named, hyperparameters(a))
 
     op.__signature__ = bind.__signature__  # type: ignore[attr-defined]

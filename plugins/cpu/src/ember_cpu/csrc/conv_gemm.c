@@ -99,6 +99,15 @@
 DEFINE_PATCHES(patches_4, uint32_t)
 DEFINE_PATCHES(patches_8, uint64_t)
 
+/* The patches of `images` images from x0 (elements of isz bytes: float32 or float64). */
+static void gather_patches(int64_t isz, char *patches, const char *x0, int64_t images, int64_t C, int64_t H,
+                           int64_t W, int64_t OH, int64_t OW, int64_t c0, int64_t cg, const ember_cpu_window *w) {
+    if (isz == 4)
+        patches_4((uint32_t *)patches, (const uint32_t *)x0, images, C, H, W, OH, OW, c0, cg, w);
+    else
+        patches_8((uint64_t *)patches, (const uint64_t *)x0, images, C, H, W, OH, OW, c0, cg, w);
+}
+
 /* Images per product: their patches (about PATCH_BYTES) stay in cache between im2col and the GEMM
  * that reads them; each later chunk's product is added to the first's.  One product over all
  * images wrote and re-read 58 MB of patches for 8x64x56x56 -> 64, 3x3, and took as long as the
@@ -148,12 +157,7 @@ static int chunk_product(const weight_grad_job *j, int64_t q, int64_t grp, char 
     int64_t isz = ember_itemsize[dtype], plane = j->OH * j->OW, n0 = q * j->chunk;
     int64_t images = ember_min64(j->chunk, j->N - n0), k = images * plane;
     const char *x0 = ember_base(j->x) + n0 * j->C * j->H * j->W * isz;
-    if (isz == 4)
-        patches_4((uint32_t *)patches, (const uint32_t *)x0, images, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg,
-                  j->cg, j->w);
-    else
-        patches_8((uint64_t *)patches, (const uint64_t *)x0, images, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg,
-                  j->cg, j->w);
+    gather_patches(isz, patches, x0, images, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg, j->cg, j->w);
     ember_tensor a, b, c;
     matrix_desc(&a, dtype, j->grad_rows + (grp * j->og * j->rows + n0 * plane) * isz, j->og, k, j->rows, 1);
     matrix_desc(&b, dtype, patches, k, j->cols, 1, k);   /* patches^T: column-major */
@@ -412,10 +416,7 @@ static int conv_task(const conv_job *j, int64_t t, char *patches) {
     const ember_cpu_window *w = j->w;
     int direct = w->kh == 1 && w->kw == 1 && w->sh == 1 && w->sw == 1 && w->ph == 0 && w->pw == 0;
     const char *b_data = direct ? x0 + grp * j->cg * P * isz : patches;
-    if (!direct && isz == 4)
-        patches_4((uint32_t *)patches, (const uint32_t *)x0, 1, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg, j->cg, w);
-    else if (!direct)
-        patches_8((uint64_t *)patches, (const uint64_t *)x0, 1, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg, j->cg, w);
+    if (!direct) gather_patches(isz, patches, x0, 1, j->C, j->H, j->W, j->OH, j->OW, grp * j->cg, j->cg, w);
     char *c_data = ember_base(j->out) + (n * j->og * j->groups + grp * j->og) * P * isz;
     ember_tensor a, b, c;
     matrix_desc(&a, dtype, ember_base(j->weight) + grp * j->og * j->cols * isz, j->og, j->cols, j->cols, 1);
