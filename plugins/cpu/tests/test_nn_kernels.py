@@ -100,22 +100,29 @@ def test_max_pool2d_and_its_gradient_match_the_composite(dtype, geometry, width)
     assert (np.signbit(got) == np.signbit(want)).all()
 
 
+TILING_GRADIENTS = {"max_pool2d": lambda grad, x, kernel: ("max_pool2d_grad", (grad, x, kernel), {}),
+                    "avg_pool2d": lambda grad, x, kernel: ("avg_pool2d_grad", (grad,),
+                                                           {"input_shape": x.shape, "kernel_size": kernel})}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("pool", sorted(TILING_GRADIENTS))
 @pytest.mark.parametrize(("kernel", "crop"), [(2, (8, 12)), (2, (8, 20)), (2, (6, 36)), (2, (8, 76)), (2, (2, 2)),
                                              ((2, 3), (8, 12)), (3, (9, 12))])
-def test_max_pool2d_and_gradient_of_tiling_windows_match_the_composite(dtype, kernel, crop):
+def test_pools_and_gradients_of_tiling_windows_match_the_composite(dtype, pool, kernel, crop):
     """Windows that tile the input exactly take their own path (each element written once); for
     float32 2x2 windows a vector one, 16 windows per step: rows of 1, 6, 10, 18 and 38 windows
     cover its full and partial steps."""
     x = em.asarray(np.ascontiguousarray(pool_input(dtype, 77)[:, :, :crop[0], :crop[1]]))
-    got, want = native_and_composite("max_pool2d", x, kernel)
-    np.testing.assert_array_equal(got, want)
+    got, want = native_and_composite(pool, x, kernel)
+    np.testing.assert_array_equal(got, want)   # the same taps, in the same order
     assert (np.signbit(got) == np.signbit(want)).all()
     out_shape = got.shape
     grad = np.random.default_rng(7).standard_normal(out_shape).astype(dtype)
-    grad[:, :, ::2, 1::3] = -0.0   # copied as it is: no window overlaps
-    got, want = native_and_composite("max_pool2d_grad", em.asarray(grad), x, kernel)
-    same_values(got, want, 0.0)   # no window overlaps: the same single addition per element
+    grad[:, :, ::2, 1::3] = -0.0
+    name, args, kwargs = TILING_GRADIENTS[pool](em.asarray(grad), x, kernel)
+    got, want = native_and_composite(name, *args, **kwargs)
+    same_values(got, want, 0.0)   # no window overlaps: one operation per element
     assert (np.signbit(got) == np.signbit(want)).all()
 
 
@@ -128,10 +135,13 @@ def test_avg_pool2d_and_its_gradient_match_the_composite(dtype, count_include_pa
     got, want = native_and_composite("avg_pool2d", x, count_include_pad=count_include_pad, **geometry)
     np.testing.assert_array_equal(got, want)   # the same taps summed in the same order
     assert (np.signbit(got) == np.signbit(want)).all()
-    grad = em.asarray(np.random.default_rng(5).standard_normal(got.shape).astype(dtype))
+    grad = np.random.default_rng(5).standard_normal(got.shape).astype(dtype)
+    grad[:, :, ::2, 1::3] = -0.0   # copied where windows do not overlap, added (+0) where they do
+    grad = em.asarray(grad)
     got, want = native_and_composite("avg_pool2d_grad", grad, input_shape=x.shape,
                                      count_include_pad=count_include_pad, **geometry)
-    same_values(got, want, 1e-6 if dtype == "float32" else 1e-14)
+    same_values(got, want, 1e-6 if dtype == "float32" else 1e-14)   # overlapping windows add in another order
+    assert (np.signbit(got) == np.signbit(want)).all()
 
 
 def test_pool_kernels_are_served_natively():

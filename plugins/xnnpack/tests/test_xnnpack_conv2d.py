@@ -23,17 +23,20 @@ CASES = [  # n, c, h, w, o, (kh, kw), stride, padding, dilation, groups
     (2, 12, 6, 6, 6, (6, 6), (1, 1), (0, 0), (1, 1), 3),  # one output pixel
     (4, 64, 14, 14, 32, (3, 3), (1, 1), (1, 1), (1, 1), 1),
     (2, 6, 5, 16, 6, (3, 3), (1, 1), (1, 1), (1, 1), 6),  # depthwise, rows of 16: ember-cpu's
+    (2, 6, 5, 20, 6, (3, 3), (2, 2), (1, 1), (1, 1), 6),  # depthwise, stride 2, rows of 10: ember-cpu's
 ]
 
 
 def _left_to_ember_cpu(case) -> bool:
     """xnnpack declines dense 3x3 stride-1 convolutions (ember-cpu's Winograd kernel is faster
-    there), depthwise ones at stride 1 with output rows of 14 or more (its depthwise kernel), 1x1
+    there), depthwise ones with output rows of 14 or more at stride 1, 10 or more at other strides
+    (its depthwise kernel), 1x1
     ones at stride 1 without padding, and, onto 64 output positions or more, grouped ones, kernels
     of up to 9 taps and strided ones (ember-cpu's GEMM per image)."""
     _, c, h, w, o, kernel, stride, padding, dilation, groups = case
     depthwise = groups == c > 1 and o % c == 0
-    depthwise_rows = depthwise and stride == (1, 1) and w + 2 * padding[1] - kernel[1] + 1 >= 14
+    row = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
+    depthwise_rows = depthwise and row >= (14 if stride == (1, 1) else 10)
     pointwise = (kernel, stride, padding) == ((1, 1), (1, 1), (0, 0))
     plane = 1
     for n, k, s, p, d in zip((h, w), kernel, stride, padding, dilation):

@@ -22,7 +22,7 @@ MAX_CASES = [  # shape, kernel, stride, padding, dilation, ceil_mode
     ((2, 64, 28, 28), (3, 3), (2, 2), (1, 1), (1, 1), False),
 ]
 AVG_CASES = [  # shape, kernel, stride, padding, count_include_pad
-    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), True),
+    ((2, 3, 9, 8), (2, 2), (2, 2), (0, 0), True),  # the last row dropped: not tiling
     ((1, 4, 9, 7), (3, 3), (2, 2), (0, 0), False),
     ((2, 5, 9, 7), (3, 3), (2, 2), (1, 1), False),  # padding, divisor counts only the input
     ((1, 2, 10, 11), (3, 2), (1, 3), (1, 0), False),
@@ -86,10 +86,11 @@ def test_special_inputs_are_declined_and_kept(op, special):
     np.testing.assert_array_equal(out.numpy(), expected.astype(np.float32))
 
 
-def test_tiling_2x2_max_pool_goes_to_ember_cpu(rng):
+@pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
+def test_tiling_2x2_pools_go_to_ember_cpu(rng, op):
     """ember-cpu runs 2x2 windows that tile the input faster than XNNPACK; 3x3 windows stay."""
     x = em.asarray(rng.standard_normal((2, 3, 8, 10)).astype(np.float32))
-    _, providers = traced(em.max_pool2d, x, 2)
-    assert served_by(providers, "max_pool2d") == {"cpu"}
-    _, providers = traced(em.max_pool2d, x, 3, 2, 1)
-    assert served_by(providers, "max_pool2d") == {"xnnpack"}
+    _, providers = traced(getattr(em, op), x, 2)
+    assert served_by(providers, op) == {"cpu"}
+    _, providers = traced(getattr(em, op), x, 3, 2, 0)
+    assert served_by(providers, op) == {"xnnpack"}

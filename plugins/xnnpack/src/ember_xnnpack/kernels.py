@@ -116,12 +116,15 @@ def _depthwise(groups: int, c: int, group_in: int) -> bool:
 
 
 def _depthwise_rows_win(sh: int, sw: int, ow: int) -> bool:
-    """ember-cpu's depthwise kernel computes whole rows of 16 outputs per vector: at stride 1 with
-    rows of 14 or more it is faster (ember-cpu / XNNPACK time, 2 threads, inference; with weights
-    trained between calls alike): 8x128x56x56 3x3 0.77, 8x256x14x14 0.86, 1x32x112x112 0.49,
-    8x64x28x28 5x5 0.90.  Shorter rows leave lanes idle and stride 2 splits rows into phases:
-    32x32x8x8 1.73, 8x512x7x7 1.74, 8x128x56x56 at stride 2 1.25, which XNNPACK keeps."""
-    return (sh, sw) == (1, 1) and ow >= 14
+    """ember-cpu's depthwise kernel computes whole rows of 16 outputs per vector (at stride 2 over
+    the input's column phases, one unit-stride load per tap).  ember-cpu / XNNPACK time, 2 threads,
+    medians of 15 alternating rounds: at stride 1 with rows of 14 or more 0.49-0.90 (8x128x56x56,
+    8x256x14x14, 1x32x112x112, 8x64x28x28 5x5); at stride 2 with rows of 10 or more 0.33-0.82
+    (8x64x56x56 -> 28 wide 0.55, 8x128x56x56 0.33, 8x256x28x28 0.52, 32x96x20x20 -> 10 wide 0.82).
+    Shorter rows leave lanes idle, and XNNPACK keeps them: 32x32x8x8 1.73, 8x512x7x7 1.74 at
+    stride 1; at stride 2 onto 8 and 7 wide rows 1.30 (32x32x16x16) and 1.10-2.5 (8x512x14x14,
+    8x256x14x14, 8x512x7x7)."""
+    return ow >= (14 if (sh, sw) == (1, 1) else 10)
 
 
 def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
@@ -331,19 +334,21 @@ def _pool2d(kind: int, name: str, out: Any, x: Any, kernel_size: tuple[int, int]
     return _run((name, c, kh, kw, sh, sw, ph, pw, pad_bottom, pad_right, dh, dw), (), create, run, name)
 
 
-def _tiling_2x2(x: Any, kernel_size: tuple[int, int], stride: Any, padding: tuple[int, int],
+def _tiling_2x2(out: Any, x: Any, kernel_size: tuple[int, int], stride: Any, padding: tuple[int, int],
                 dilation: tuple[int, int]) -> bool:
-    """2x2 windows that tile the input exactly: ember-cpu, next in line, runs them 16 windows per
-    AVX-512 step without XNNPACK's two layout transposes (ember-cpu / XNNPACK time at 2 threads:
-    32x32x8x8 0.6, 32x16x28x28 0.16, 8x64x56x56 0.27; 3x3 stride 2 windows stay here, 1.6)."""
+    """float32 2x2 windows that tile the input exactly: ember-cpu, next in line, runs them 16
+    windows per AVX-512 step without XNNPACK's two layout transposes (ember-cpu / XNNPACK time at
+    2 threads, max: 32x32x8x8 0.6, 32x16x28x28 0.16, 8x64x56x56 0.27; avg: 32x32x8x8 0.46,
+    8x256x14x14 0.26, 8x64x56x56 0.06; 3x3 stride 2 windows stay here, max 0.34-0.82 below 56x56
+    planes)."""
     h, w = x._shape[2:]
-    return (tuple(kernel_size) == (2, 2) and stride in (None, (2, 2)) and not any(padding)
+    return (out._dtype is float32 and tuple(kernel_size) == (2, 2) and stride in (None, (2, 2)) and not any(padding)
             and tuple(dilation) == (1, 1) and h % 2 == 0 and w % 2 == 0)
 
 
 def max_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: Any, padding: tuple[int, int],
                dilation: tuple[int, int], ceil_mode: bool) -> Any:
-    if out._dtype is float32 and _tiling_2x2(x, kernel_size, stride, padding, dilation):
+    if _tiling_2x2(out, x, kernel_size, stride, padding, dilation):
         return NotImplemented
     return _pool2d(lib.EXN_MAX_POOL, "max_pool2d", out, x, kernel_size, stride, padding, dilation)
 
@@ -352,7 +357,7 @@ def avg_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: Any, p
                ceil_mode: bool, count_include_pad: bool) -> Any:
     # XNNPACK divides by the taps inside the input when there is padding (count_include_pad=False)
     # and by the window size otherwise; ceil mode's partial windows are not expressible.
-    if ceil_mode or (count_include_pad and any(padding)):
+    if ceil_mode or (count_include_pad and any(padding)) or _tiling_2x2(out, x, kernel_size, stride, padding, (1, 1)):
         return NotImplemented
     return _pool2d(lib.EXN_AVG_POOL, "avg_pool2d", out, x, kernel_size, stride, padding, (1, 1))
 

@@ -127,8 +127,10 @@ static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
     INLINE void sum_run_##SUFFIX(T *restrict o, const T *restrict in, ember_run r, int64_t s) {    \
         for (int64_t ox = r.first; ox < r.last; ox++) o[ox] += in[ox * s];                         \
     }                                                                                              \
-    INLINE void spread_run_##SUFFIX(T *restrict in, const T *restrict g, ember_run r, int64_t s) { \
-        for (int64_t ox = r.first; ox < r.last; ox++) in[ox * s] += g[ox];                         \
+    /* added where windows overlap, else copied (-0 included), as the composite does */           \
+    INLINE void spread_run_##SUFFIX(T *restrict in, const T *restrict g, ember_run r, int64_t s,   \
+                                    int overlapping) {                                             \
+        for (int64_t ox = r.first; ox < r.last; ox++) in[ox * s] = overlapping ? in[ox * s] + g[ox] : g[ox]; \
     }                                                                                              \
     /* tap 0 is taken whatever it holds; a later tap only when strictly greater (the tap's       \
      * select as integer masks: a float select in scalar code becomes a mispredicted branch) */  \
@@ -234,7 +236,7 @@ static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* grad_output / divisor, added to every tap of the window */                                  \
+    /* grad_output / divisor, given to every tap of the window */                                  \
     static void avg_grad_plane_##SUFFIX(T *restrict gx, const T *restrict gout, const pool_plan *p, \
                                         const ember_cpu_window *w, char *scratch) {                \
         T *share = (T *)scratch;                                                                   \
@@ -245,8 +247,8 @@ static int64_t row_origin(int64_t oy, int64_t W, const ember_cpu_window *w) {
             T *origin = gx + row_origin(oy, p->W, w);                                              \
             for (int64_t ky = p->rows[oy].first; ky < p->rows[oy].last; ky++)                      \
                 for (int64_t kx = 0; kx < w->kw; kx++)                                             \
-                    spread_run_##SUFFIX(origin + p->tap_at[ky * w->kw + kx], share, \
-                                                               p->runs[kx], w->sw);                   \
+                    spread_run_##SUFFIX(origin + p->tap_at[ky * w->kw + kx], share, p->runs[kx], w->sw, \
+                                        p->overlapping);                                           \
         }                                                                                          \
     }
 
@@ -307,6 +309,41 @@ TARGET_2X2 static void max_tiled_2x2_avx512(float *restrict out, const float *re
         }
 }
 
+/* The average as avg_plane takes it, bit for bit: the taps added in window order, then divided
+ * by 4 (a multiply by 0.25 rounds the same). */
+TARGET_2X2 static void avg_tiled_2x2_avx512(float *restrict out, const float *restrict x, int64_t first_row,
+                                            int64_t last_row, int64_t W, int64_t OW) {
+    for (int64_t r = first_row; r < last_row; r++)
+        for (int64_t ox = 0; ox < OW; ox += 16) {
+            step_2x2 m = step_at(ox, OW);
+            __m512 tap[4];
+            load_taps_2x2(tap, x + r * 2 * W, x + r * 2 * W + W, ox, m);
+            __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(tap[0], tap[1]), tap[2]), tap[3]);
+            _mm512_mask_storeu_ps(out + r * OW + ox, m.windows, _mm512_mul_ps(sum, _mm512_set1_ps(0.25f)));
+        }
+}
+
+/* The gradient as avg_grad_plane takes it: each tap gets a copy of its window's share,
+ * grad_output / 4. */
+TARGET_2X2 static void avg_grad_tiled_2x2_avx512(float *restrict gx, const float *restrict gout, int64_t first_row,
+                                                 int64_t last_row, int64_t W, int64_t OW) {
+    const __m512i low = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
+    for (int64_t r = first_row; r < last_row; r++) {
+        float *gtop = gx + r * 2 * W, *gbottom = gtop + W;
+        for (int64_t ox = 0; ox < OW; ox += 16) {
+            step_2x2 m = step_at(ox, OW);
+            __m512 share = _mm512_maskz_loadu_ps(m.windows, gout + r * OW + ox);
+            share = _mm512_mul_ps(share, _mm512_set1_ps(0.25f));
+            __m512 first = _mm512_permutexvar_ps(low, share), next = _mm512_permutexvar_ps(high, share);
+            _mm512_mask_storeu_ps(gtop + 2 * ox, m.first16, first);
+            _mm512_mask_storeu_ps(gtop + 2 * ox + 16, m.next16, next);
+            _mm512_mask_storeu_ps(gbottom + 2 * ox, m.first16, first);
+            _mm512_mask_storeu_ps(gbottom + 2 * ox + 16, m.next16, next);
+        }
+    }
+}
+
 /* The gradient as max_grad_tiled takes it: the first strictly greater tap wins (a NaN never
  * compares greater, so a NaN tap 0 keeps the window); the four gradient vectors are interleaved
  * back into the two rows. */
@@ -342,9 +379,22 @@ TARGET_2X2 static void max_grad_tiled_2x2_avx512(float *restrict gx, const float
 static int vector_2x2(const ember_cpu_window *w, int dtype) {
     return w->kh == 2 && w->kw == 2 && dtype == EMBER_FLOAT32 && __builtin_cpu_supports("avx512f");
 }
+
+typedef void tiled_rows_2x2(float *restrict dst, const float *restrict src, int64_t first_row, int64_t last_row,
+                            int64_t W, int64_t OW);
+
+/* All planes as one sequence of window rows (src's or dst's, whichever is input-sized: W wide),
+ * split evenly across the threads. */
+static void run_tiled_2x2(tiled_rows_2x2 *rows_fn, void *dst, const void *src, int64_t rows, int64_t W, int64_t OW) {
+#pragma omp parallel num_threads(ember_threads_for(rows * 2 * W, rows))
+    {
+        int t = omp_get_thread_num(), team = omp_get_num_threads();
+        rows_fn((float *)dst, (const float *)src, rows * t / team, rows * (t + 1) / team, W, OW);
+    }
+}
 #else
 static int vector_2x2(const ember_cpu_window *w, int dtype) { return 0; }
-#define max_tiled_2x2_avx512(...) ((void)0)
+#define run_tiled_2x2(...) ((void)0)
 #define max_grad_tiled_2x2_avx512(...) ((void)0)
 #endif
 
@@ -386,14 +436,8 @@ static int valid_planes(const ember_tensor *big, const ember_tensor *small, cons
 int ember_cpu_max_pool2d(const ember_tensor *out, const ember_tensor *x, const ember_cpu_window *w) {
     if (!valid_planes(x, out, w)) return EMBER_ERR_INVALID_ARGUMENT;
     int64_t H = x->shape[2], W = x->shape[3], OH = out->shape[2], OW = out->shape[3];
-    if (tiles_exactly(w, H, W, OH, OW) && vector_2x2(w, out->dtype)) {   /* all planes as one run of window rows */
-        int64_t rows = x->shape[0] * x->shape[1] * OH;
-#pragma omp parallel num_threads(ember_threads_for(rows * 2 * W, rows))
-        {
-            int t = omp_get_thread_num(), team = omp_get_num_threads();
-            max_tiled_2x2_avx512((float *)ember_base(out), (const float *)ember_base(x), rows * t / team,
-                                 rows * (t + 1) / team, W, OW);
-        }
+    if (tiles_exactly(w, H, W, OH, OW) && vector_2x2(w, out->dtype)) {
+        run_tiled_2x2(max_tiled_2x2_avx512, ember_base(out), ember_base(x), x->shape[0] * x->shape[1] * OH, W, OW);
         return EMBER_OK;
     }
 #define MAX_POOL(SUFFIX, T) FOR_EACH_PLANE(x, out, w, 0, T, max_plane_##SUFFIX(small_plane, big_plane, &p, w, scratch))
@@ -442,6 +486,15 @@ int ember_cpu_max_pool2d_grad(const ember_tensor *out, const ember_tensor *grad_
 static int avg_pool(const ember_tensor *big, const ember_tensor *small, const ember_cpu_window *w,
                     int count_include_pad, int grad) {
     if (!valid_planes(big, small, w) || w->dh != 1 || w->dw != 1) return EMBER_ERR_INVALID_ARGUMENT;
+    int64_t H = big->shape[2], W = big->shape[3], OH = small->shape[2], OW = small->shape[3];
+    if (tiles_exactly(w, H, W, OH, OW) && vector_2x2(w, big->dtype)) {
+        int64_t rows = big->shape[0] * big->shape[1] * OH;
+        if (grad)
+            run_tiled_2x2(avg_grad_tiled_2x2_avx512, ember_base(big), ember_base(small), rows, W, OW);
+        else
+            run_tiled_2x2(avg_tiled_2x2_avx512, ember_base(small), ember_base(big), rows, W, OW);
+        return EMBER_OK;
+    }
 #define AVG(SUFFIX, T)                                                                             \
     FOR_EACH_PLANE(big, small, w, count_include_pad, T,                                            \
                    grad ? avg_grad_plane_##SUFFIX(big_plane, small_plane, &p, w, scratch)          \
