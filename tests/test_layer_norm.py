@@ -14,8 +14,9 @@ from ember_core.nn import functional as F
 from ember_core.ops import nn_composites
 
 TOL = {"float32": {"rtol": 1e-4, "atol": 1e-5}, "float64": {"rtol": 1e-10, "atol": 1e-12}}
-# (x shape, normalized_shape): one dim, two dims, a row past one column block, x with no leading dims
-CASES = [((4, 3, 10), (10,)), ((5, 3, 4), (3, 4)), ((3, 300), 300), ((7,), (7,))]
+# (x shape, normalized_shape): one dim, two dims, a row past one column block, x with no leading dims,
+# rows enough for backward's tasks of several rows
+CASES = [((4, 3, 10), (10,)), ((5, 3, 4), (3, 4)), ((3, 300), 300), ((7,), (7,)), ((2, 150, 40), (40,))]
 
 
 def rand(*shape, seed=0, low=-3.0, high=3.0):
@@ -76,6 +77,31 @@ def test_gradient_ops_match_their_composites_and_numpy(dtype, shape, spec, affin
     rows = tuple(range(x.ndim - len(axes)))
     np.testing.assert_allclose(np.asarray(affine_grads).astype(np.float64),
                                np.stack([(g * xhat).sum(axis=rows), g.sum(axis=rows)]), **loose)
+    # both from one pass: the same values as from the two ops, bit for bit, native and composite
+    for run, separate in ((em.layer_norm_input_grad, (dx, affine_grads)),
+                          (nn_composites.layer_norm_input_grad, (composite_dx, composite))):
+        buffer = em.empty((2, *normalized_shape_of(spec)), dtype=dtype)
+        fused_dx = run(eg, ex, spec, ew, buffer, eps=1e-3)
+        np.testing.assert_array_equal(np.asarray(fused_dx), np.asarray(separate[0]))
+        np.testing.assert_array_equal(np.asarray(buffer), np.asarray(separate[1]))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_weight_and_bias_gradients_do_not_depend_on_the_thread_count(dtype):
+    _, (ex, ew, _) = inputs((1000, 24), (24,), dtype)
+    eg = em.asarray(rand(1000, 24, seed=5), dtype=dtype)
+    results = []
+    try:
+        for threads in (1, 2, 3):
+            em.set_num_threads(threads)
+            buffer = em.empty((2, 24), dtype=dtype)
+            results.append((np.asarray(em.layer_norm_input_grad(eg, ex, 24, ew, buffer)), np.asarray(buffer),
+                            np.asarray(em.layer_norm_affine_grad(eg, ex, 24))))
+    finally:
+        em.set_num_threads(2)
+    for got in results[1:]:
+        for a, b in zip(got, results[0]):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize(("shape", "spec"), [((3, 2, 4), (4,)), ((2, 3, 2), (3, 2))])
@@ -116,6 +142,32 @@ def test_the_layer_matches_numpy_and_skips_affine_gradients_it_does_not_need():
     assert ex.grad.shape == x.shape
 
 
+@pytest.mark.parametrize("wanted", [("x", "weight", "bias"), ("x", "bias"), ("weight", "bias"), ("weight",)])
+def test_backward_runs_one_gradient_kernel_for_what_is_wanted(wanted):
+    """x and weight/bias gradients both wanted: one layer_norm_input_grad call writes them all;
+    otherwise only the op for what is wanted runs.  The values are the separate ops' either way."""
+    _, (ex, ew, eb) = inputs((6, 5, 8), (8,), "float64")
+    leaves = {"x": ex, "weight": ew, "bias": eb}
+    for name in wanted:
+        leaves[name].requires_grad = True
+    g = em.asarray(rand(6, 5, 8, seed=9))
+    out = em.layer_norm(ex, 8, ew, eb)
+    with em.trace_dispatch() as trace:
+        out.backward(g)
+    ops = {op for (op, *_) in trace.counts}
+    fused = "x" in wanted
+    assert ("layer_norm_input_grad" in ops) == fused and ("layer_norm_affine_grad" in ops) == (not fused)
+    with em.no_grad():
+        if "x" in wanted:
+            np.testing.assert_array_equal(np.asarray(ex.grad), np.asarray(em.layer_norm_input_grad(g, ex, 8, ew)))
+        affine = np.asarray(em.layer_norm_affine_grad(g, ex, 8))
+    for i, name in enumerate(("weight", "bias")):
+        grad = leaves[name].grad
+        assert (grad is None) == (name not in wanted)
+        if grad is not None:
+            np.testing.assert_array_equal(np.asarray(grad), affine[i])
+
+
 @pytest.mark.parametrize(("spec", "weight_shape", "error", "match"), [
     ((5,), None, ShapeError, "must be the trailing dims"),
     ((2, 3, 4, 5), None, ShapeError, "must be the trailing dims"),
@@ -129,3 +181,18 @@ def test_bad_arguments_raise_typed_errors(spec, weight_shape, error, match):
         em.layer_norm(x, spec, weight)
     with pytest.raises(ValueError, match="eps must be a finite number"):
         em.layer_norm(x, 4, eps=float("nan"))
+
+
+def test_a_bad_affine_output_is_refused_before_any_write():
+    x = em.asarray(rand(2, 3, 4), dtype=em.float32)
+    g = em.ones((2, 3, 4), dtype=em.float32)
+    with pytest.raises(ShapeError, match=r"affine must have shape \(2, 4\)"):
+        em.layer_norm_input_grad(g, x, 4, None, em.empty((4, 2), dtype=em.float32))
+    with pytest.raises(ValueError, match="must not share memory"):
+        em.layer_norm_input_grad(g, x, 4, None, x.reshape((6, 4))[:2])
+    with pytest.raises(RuntimeError, match="requires grad"):
+        em.layer_norm_input_grad(g, x, 4, None, em.zeros((2, 4), dtype=em.float32).requires_grad_())
+    strided = em.zeros((2, 8), dtype=em.float32)[:, ::2]
+    with pytest.raises(ValueError, match="must be contiguous"):
+        em.layer_norm_input_grad(g, x, 4, None, strided)
+    assert not np.asarray(strided).any()

@@ -4,7 +4,9 @@ An op's TOML entry declares, per tensor parameter, its vector-Jacobian product a
 ember ops (``derivatives = { x1 = "grad * conj(x2)", x2 = "grad * conj(x1)" }``).  Names in scope:
 every registered op, the op's arguments by parameter name, ``grad`` (the gradient of the result),
 ``result``, the op's ``derivative_terms`` (shared work, evaluated once per backward, in order,
-when a needed formula uses it; a term named ``grad`` rewrites the gradient), and the helpers below.  A
+when a needed formula uses it; a term named ``grad`` rewrites the gradient), ``wanted`` (the
+parameters given a gradient in this backward, so that a term can compute several at once, or
+only those asked for), and the helpers below.  A
 parameter marked ``"non_differentiable"`` carries no gradient.  The engine sums each gradient to
 its input's shape and casts it to its dtype, so formulas do not.  Complex numbers follow the
 conjugate Wirtinger convention (PyTorch's): for a holomorphic f the formula is ``grad * conj(f'(z))``.
@@ -272,6 +274,24 @@ def batch_norm_saved_stats(x: Tensor, stats: Tensor) -> Tensor:
     return batch_norm_statistics(x).astype(stats.dtype)
 
 
+def layer_norm_grads(grad: Tensor, x: Tensor, normalized_shape: Any, weight: Tensor | None, eps: float,
+                     wanted: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
+    """layer_norm's x-gradient and its stacked weight and bias gradients, each None unless wanted:
+    when both are, one kernel pass over grad and x writes the second into a buffer.  Under
+    create_graph both must be recorded results, so they come from their own ops."""
+    from ember_core.ops import namespace as ops
+
+    want_x, want_affine = "x" in wanted, "weight" in wanted or "bias" in wanted
+    if want_x and want_affine and not MODE.enabled:
+        from ember_core.creation import empty
+
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        affine = empty((2, *shape), dtype=x.dtype, device=x.device)
+        return ops.layer_norm_input_grad(grad, x, normalized_shape, weight, affine, eps=eps), affine
+    return (ops.layer_norm_input_grad(grad, x, normalized_shape, weight, eps=eps) if want_x else None,
+            ops.layer_norm_affine_grad(grad, x, normalized_shape, eps=eps) if want_affine else None)
+
+
 HELPERS: dict[str, Any] = {
     "conj": conj, "sum_to": sum_to, "zeros_like": zeros_like, "ones_like": ones_like,
     "inverse_permutation": inverse_permutation, "unsqueeze_reduced": unsqueeze_reduced,
@@ -281,6 +301,7 @@ HELPERS: dict[str, Any] = {
     "prod_grad": prod_grad, "extremum_grad": extremum_grad, "cumulative_sum_grad": cumulative_sum_grad,
     "cumulative_prod_grad": cumulative_prod_grad, "sort_grad": sort_grad, "take_along_axis": take_along_axis,
     "matmul_grad": matmul_grad, "take_grad": take_grad, "batch_norm_saved_stats": batch_norm_saved_stats,
+    "layer_norm_grads": layer_norm_grads,
 }
 
 
@@ -376,6 +397,7 @@ class Derivative:
             dropped=tuple(positions[n] for n in self.tensor_params if n not in reads),
             reads_result="result" in reads,
             terms=tuple((t, code) for t, code in self.terms if any(t in self.term_uses[n] for n in reads_for)),
+            wanted=frozenset(reads_for),
         )
 
 
@@ -402,6 +424,7 @@ class Recipe(NamedTuple):
     dropped: tuple[int, ...]  # tensor params they do not read: not kept, so their memory can go
     reads_result: bool
     terms: tuple[tuple[str, Any], ...]  # the derivative terms those formulas need, in order
+    wanted: frozenset[str]  # the names of the params given a gradient (``wanted`` in formulas)
 
 
 def check_schema(schema: OpSchema) -> None:
@@ -539,6 +562,7 @@ class FormulaNode(Node):
                 attach([result], self)
             scope["result"] = result
         ns = _NAMESPACE or _NAMESPACE.update(_namespace()) or _NAMESPACE
+        scope["wanted"] = self.recipe.wanted
         for name, code in self.recipe.terms:
             scope[name] = eval(code, ns, scope)
         out: list[Any] = []

@@ -99,12 +99,13 @@ def _run_fallback(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor,
     host_ins = tuple(transfer.host_view(x) if isinstance(x, Tensor) else x for x in ins)
     if schema.family in _UPDATES_OUTPUT:  # the kernel writes some of the output's elements only
         host_outs = tuple(transfer.host_view(o).contiguous() for o in outs)
-    else:
-        host_outs = tuple(empty(o._shape, o._dtype, transfer.HOST) for o in outs)
+    else:  # an optional output (None) stays absent
+        host_outs = tuple(None if o is None else empty(o._shape, o._dtype, transfer.HOST) for o in outs)
     run(schema, dispatch.Choice("native", choice.provider, choice.kernel, choice.next), host_outs, host_ins, attrs)
-    moved = sum(x.nbytes for x in ins if isinstance(x, Tensor)) + sum(o.nbytes for o in outs)
+    moved = sum(x.nbytes for x in (*ins, *outs) if isinstance(x, Tensor))
     for host, out in zip(host_outs, outs):
-        transfer.write_from_host(out, host)
+        if out is not None:
+            transfer.write_from_host(out, host)
     dispatch.record_fallback(schema.name, str(device), outs[0]._dtype.name, moved, dispatch.now() - start)
 
 

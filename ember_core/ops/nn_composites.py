@@ -459,23 +459,32 @@ def layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = No
     return _ops().astype(out, x.dtype)
 
 
-def layer_norm_input_grad(grad_output: Any, x: Any, normalized_shape: Any, weight: Any = None, /, *,
-                          eps: float = 1e-5) -> Any:
+def layer_norm_input_grad(grad_output: Any, x: Any, normalized_shape: Any, weight: Any = None, affine: Any = None,
+                          /, *, eps: float = 1e-5) -> Any:
     ops = _ops()
     axes = _trailing_axes(x, normalized_shape)
     xhat, invstd = _normalized_rows(x, axes, eps)
     g = _computed(grad_output) if weight is None else _computed(grad_output) * weight
     out = invstd * (g - ops.mean(g, axis=axes, keepdims=True) - xhat * ops.mean(g * xhat, axis=axes, keepdims=True))
+    if affine is not None:
+        from ember_core.creation import copy_into
+
+        copy_into(affine, _affine_sums(grad_output, xhat, len(axes), x.dtype))
     return ops.astype(out, x.dtype)
 
 
-def layer_norm_affine_grad(grad_output: Any, x: Any, normalized_shape: Any, /, *, eps: float = 1e-5) -> Any:
+def _affine_sums(grad_output: Any, xhat: Any, normalized_dims: int, dtype: Any) -> Any:
+    """layer_norm's weight and bias gradients, stacked: the sums over rows of grad * xhat and grad."""
     ops = _ops()
+    rows = tuple(range(xhat.ndim - normalized_dims))
+    g = _computed(grad_output)
+    return ops.astype(ops.stack([ops.sum(g * xhat, axis=rows), ops.sum(g, axis=rows)]), dtype)
+
+
+def layer_norm_affine_grad(grad_output: Any, x: Any, normalized_shape: Any, /, *, eps: float = 1e-5) -> Any:
     axes = _trailing_axes(x, normalized_shape)
     xhat, _ = _normalized_rows(x, axes, eps)
-    rows = tuple(range(x.ndim - len(axes)))
-    g = _computed(grad_output)
-    return ops.astype(ops.stack([ops.sum(g * xhat, axis=rows), ops.sum(g, axis=rows)]), x.dtype)
+    return _affine_sums(grad_output, xhat, len(axes), x.dtype)
 
 
 # ---- losses -------------------------------------------------------------------------------------

@@ -39,7 +39,8 @@ class Call(NamedTuple):
     attrs: dict[str, Any]  # normalized kernel attributes
     composite_kwargs: dict[str, Any]  # keyword arguments of the composite, after the tensors
     finish: Callable[[Tensor], Tensor] | None = None  # reshapes a kernel's output to the op's result
-    writes: tuple[Tensor, ...] = ()  # further outputs the kernel writes (after out): a user's tensors
+    writes: tuple[Tensor | None, ...] = ()  # further outputs the kernel writes (after out): a user's tensors
+    # (None: an optional one left out, passed to the kernel as None)
 
 
 def _tensors(schema: OpSchema, **named: Any) -> tuple[Tensor, ...]:
@@ -286,17 +287,22 @@ def _eps(schema: OpSchema, eps: Any) -> float:
     return float(eps)
 
 
+def _written_in_place(schema: OpSchema, name: str, t: Tensor, inputs: tuple[Tensor | None, ...], example: str) -> None:
+    """An output argument: it may share memory with no input, and must not be part of a graph."""
+    if any(i is not None and i._storage is t._storage for i in inputs):
+        raise ValueError(f"{schema.name}: {name} is written and must not share memory with the op's inputs")
+    if t._requires_grad:
+        raise RuntimeError(f"{schema.name}: {name} is an output written in place; pass a tensor that does not "
+                           f"require grad, e.g. {example}")
+
+
 def _batch_norm_train(schema: OpSchema, a: dict[str, Any]) -> Call:
     x, stats, weight, bias = _tensors(schema, x=a["x"], stats=a["stats"], weight=a["weight"], bias=a["bias"])
     n, c, s = _channels(schema, x)
     if n * s < 2:
         raise ShapeError(f"{schema.name}: training needs more than one value per channel, got shape {x.shape}")
     _per_channel(schema, c, stats=stats, weight=weight, bias=bias)
-    if any(t is not None and t._storage is stats._storage for t in (x, weight, bias)):
-        raise ValueError(f"{schema.name}: stats is written and must not share memory with x, weight or bias")
-    if stats._requires_grad:
-        raise RuntimeError(f"{schema.name}: stats is an output written in place; pass a tensor that does not "
-                           f"require grad, e.g. ember_core.empty((2, {c}), dtype=x.dtype)")
+    _written_in_place(schema, "stats", stats, (x, weight, bias), f"ember_core.empty((2, {c}), dtype=x.dtype)")
     attrs = {"eps": _eps(schema, a["eps"])}
     return Call((n, c, s), (x.reshape((n, c, s)), weight, bias), attrs, attrs, lambda out: out.reshape(x.shape),
                 writes=(stats,))
@@ -349,14 +355,23 @@ def _layer_norm(schema: OpSchema, a: dict[str, Any]) -> Call:
 
 
 def _layer_norm_input_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
-    grad_output, x, weight = _tensors(schema, grad_output=a["grad_output"], x=a["x"], weight=a["weight"])
+    grad_output, x, weight, affine = _tensors(schema, grad_output=a["grad_output"], x=a["x"], weight=a["weight"],
+                                              affine=a["affine"])
     shape, m, d = _rows(schema, x, a["normalized_shape"])
     _expect_shape(schema, "grad_output", grad_output, x.shape)
     if weight is not None:
         _expect_shape(schema, "weight", weight, shape)
+    if affine is not None:
+        _expect_shape(schema, "affine", affine, (2, *shape))
+        _written_in_place(schema, "affine", affine, (grad_output, x, weight),
+                          f"ember_core.empty({(2, *shape)}, dtype=x.dtype)")
+        if not affine._contig:
+            raise ValueError(f"{schema.name}: affine is written in place and must be contiguous, e.g. "
+                             f"ember_core.empty({(2, *shape)}, dtype=x.dtype)")
     attrs = {"eps": _eps(schema, a["eps"])}
     return Call((m, d), (grad_output.reshape((m, d)), x.reshape((m, d)), None if weight is None else
-                         weight.reshape((d,))), attrs, attrs, lambda out: out.reshape(x.shape))
+                         weight.reshape((d,))), attrs, attrs,
+                lambda out: out.reshape(x.shape), writes=(None if affine is None else affine.reshape((2, d)),))
 
 
 def _layer_norm_affine_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
@@ -399,7 +414,7 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
         if choice.how != "composite":
             out = empty(call.out_shape, dtype, device)
             ins = tuple(None if t is None else t.contiguous() for t in call.ins)
-            writes = tuple(t if t._contig else empty(t._shape, dtype, device) for t in call.writes)
+            writes = tuple(t if t is None or t._contig else empty(t._shape, dtype, device) for t in call.writes)
             if run(schema, choice, (out, *writes), ins, call.attrs):
                 _written(call.writes, writes)
                 return out if call.finish is None else call.finish(out)
@@ -414,6 +429,8 @@ def _written(targets: tuple[Tensor, ...], written: tuple[Tensor, ...]) -> None:
     """Outputs a kernel wrote in place: copied into a strided target, and its version moved (a
     node that saved it must see the write)."""
     for target, t in zip(targets, written):
+        if t is None:  # an optional output left out
+            continue
         if t is target:
             target._storage.version += 1
         else:

@@ -289,9 +289,9 @@ def layer_norm(out: Any, x: Any, weight: Any, bias: Any, *, eps: float) -> None:
            "layer_norm")
 
 
-def layer_norm_input_grad(out: Any, grad_output: Any, x: Any, weight: Any, *, eps: float) -> None:
-    _check(lib.ember_cpu_layer_norm_input_grad(*_all_desc(out, grad_output, x), _optional_desc(weight), eps),
-           "layer_norm_input_grad")
+def layer_norm_input_grad(out: Any, affine: Any, grad_output: Any, x: Any, weight: Any, *, eps: float) -> None:
+    _check(lib.ember_cpu_layer_norm_input_grad(_own_desc(out), _optional_desc(affine), *_all_desc(grad_output, x),
+                                               _optional_desc(weight), eps), "layer_norm_input_grad")
 
 
 def layer_norm_affine_grad(out: Any, grad_output: Any, x: Any, *, eps: float) -> None:
@@ -317,7 +317,7 @@ def _all_desc(*tensors: Any) -> list[Any]:
 
 
 def _optional_desc(t: Any) -> Any:
-    """A bias or class weight: its descriptor, or NULL when absent."""
+    """An optional tensor (a bias, a class weight, a second output): its descriptor, or NULL when absent."""
     return ffi.NULL if t is None else _own_desc(t)
 
 

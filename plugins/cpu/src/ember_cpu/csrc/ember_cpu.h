@@ -211,9 +211,11 @@ int ember_cpu_batch_norm_input_grad(const ember_tensor *out, const ember_tensor 
  * + bias per row.  float32/float64, one dtype, contiguous; eps >= 0. */
 int ember_cpu_layer_norm(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
                          const ember_tensor *bias, double eps);
-/* out (M, D): the x-gradient of layer_norm (row statistics recomputed). */
-int ember_cpu_layer_norm_input_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
-                                    const ember_tensor *weight, double eps);
+/* out (M, D): the x-gradient of layer_norm (row statistics recomputed); affine (2, D) or NULL: when
+ * given, also ember_cpu_layer_norm_affine_grad's result, from the same pass over grad_output and x. */
+int ember_cpu_layer_norm_input_grad(const ember_tensor *out, const ember_tensor *affine,
+                                    const ember_tensor *grad_output, const ember_tensor *x, const ember_tensor *weight,
+                                    double eps);
 /* out (2, D): the column sums of grad_output * xhat (weight's gradient) and of grad_output (bias's). */
 int ember_cpu_layer_norm_affine_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
                                      double eps);

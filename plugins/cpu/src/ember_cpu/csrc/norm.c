@@ -15,11 +15,13 @@
  *
  * Layer normalization works on M contiguous rows of D values (the normalized dims flattened).
  * Each row's statistics take two passes over it while it sits in cache; backward recomputes them
- * rather than keeping them.  One OpenMP task per row, except the weight and bias gradients, which
- * sum down the rows: one task per fixed block of LN_ROWS rows, then the blocks' sums added in
- * order, so those sums do not depend on the thread count either.
+ * rather than keeping them.  The forward runs one OpenMP task per row; backward one per block of
+ * rows (task_rows), whose weight and bias gradient terms are summed in the block, then the
+ * blocks' sums added in order, so those sums do not depend on the thread count either.
  *   layer_norm:             out = (x - mean) / sqrt(var + eps) * weight + bias.
- *   layer_norm_input_grad:  with g = grad * weight, out = invstd * (g - mean(g) - xhat * mean(g * xhat)).
+ *   layer_norm_input_grad:  with g = grad * weight, out = invstd * (g - mean(g) - xhat * mean(g * xhat)),
+ *                           and, when affine (2, D) is given, layer_norm_affine_grad's result
+ *                           into it from the same pass over grad and x.
  *   layer_norm_affine_grad: out (2, D): the column sums of grad * xhat and of grad.
  * The core's composites do the same math with ~10-20 tensor ops and their temporaries. */
 #include <math.h>
@@ -130,8 +132,12 @@
         }                                                                                           \
     }
 
-#define LN_ROWS 128    /* rows of one weight/bias-gradient task, summed in the element type */
-#define LN_COLUMNS 256 /* columns of one task that sums those tasks' results, in double */
+#define LN_COLUMNS 256 /* columns of one task that sums the backward tasks' partial sums, in double */
+
+/* Rows of one backward task, whose weight and bias gradient terms are summed in the element type:
+ * a function of M alone (so the sums do not depend on the thread count), at most 128 rows, and
+ * at least 32 tasks when there are 32 rows (every thread busy on short inputs). */
+static int64_t task_rows(int64_t M) { return ember_max64(1, ember_min64(128, M / 32)); }
 
 #define GW(j) (w ? gr[j] * w[j] : gr[j]) /* grad * weight, in input_grad_row */
 
@@ -151,14 +157,10 @@
             T *o = out + i * D, mean, invstd;                                                       \
             row_stats_##SUF(row, D, eps, &mean, &invstd);                                           \
             _Pragma("omp simd")                                                                     \
-            for (int64_t j = 0; j < D; j++) o[j] = (row[j] - mean) * invstd;                        \
-            if (w) {                                                                                \
-                _Pragma("omp simd")                                                                 \
-                for (int64_t j = 0; j < D; j++) o[j] *= w[j];                                       \
-            }                                                                                       \
-            if (b) {                                                                                \
-                _Pragma("omp simd")                                                                 \
-                for (int64_t j = 0; j < D; j++) o[j] += b[j];                                       \
+            for (int64_t j = 0; j < D; j++) { /* w and b tests hoisted: gcc unswitches the loop */  \
+                T v = (row[j] - mean) * invstd;                                                     \
+                if (w) v *= w[j];                                                                   \
+                o[j] = b ? v + b[j] : v;                                                            \
             }                                                                                       \
         }                                                                                           \
     }                                                                                               \
@@ -173,56 +175,54 @@
         for (int64_t j = 0; j < D; j++) o[j] = invstd * (GW(j) - mg - (row[j] - mean) * invstd * mgx); \
     }                                                                                               \
                                                                                                     \
-    static void layer_norm_input_grad_##SUF(void *out_, const void *g_, const void *x_, const void *w_, int64_t M, \
-                                            int64_t D, double eps) {                                \
-        T *out = out_;                                                                              \
-        const T *g = g_, *x = x_, *w = w_;                                                          \
-        _Pragma("omp parallel for num_threads(ember_threads_for(M * D, M)) schedule(static)")       \
-        for (int64_t i = 0; i < M; i++) {                                                           \
-            const T *row = x + i * D, *gr = g + i * D;                                              \
-            T *o = out + i * D, mean, invstd;                                                       \
-            row_stats_##SUF(row, D, eps, &mean, &invstd);                                           \
-            /* grad * weight recomputed where needed: writing it to o first would make every later  \
-             * load of x wait on o's stores at the same page offset (4K aliasing) */                \
-            if (w) input_grad_row_##SUF(o, gr, w, row, D, mean, invstd);                            \
-            else input_grad_row_##SUF(o, gr, NULL, row, D, mean, invstd); /* inlined: w folds away */ \
-        }                                                                                           \
+    /* One row's terms of the weight and bias gradients, added to pw and pb. */                    \
+    static inline __attribute__((always_inline)) void affine_row_##SUF(                            \
+        T *restrict pw, T *restrict pb, const T *restrict gr, const T *restrict row, int64_t D, T mean, T invstd) { \
+        _Pragma("omp simd")                                                                         \
+        for (int64_t j = 0; j < D; j++) pw[j] += gr[j] * ((row[j] - mean) * invstd), pb[j] += gr[j]; \
     }                                                                                               \
                                                                                                     \
-    static int layer_norm_affine_grad_##SUF(void *out_, const void *g_, const void *x_, int64_t M, int64_t D, \
-                                            double eps) {                                           \
-        T *out = out_;                                                                              \
-        const T *g = g_, *x = x_;                                                                   \
-        int64_t chunks = (M + LN_ROWS - 1) / LN_ROWS;                                               \
-        T *partial = ember_cpu_alloc(ember_max64(chunks, 1) * 2 * D * (int64_t)sizeof(T));          \
-        if (!partial) return EMBER_ERR_OUT_OF_MEMORY;                                               \
-        _Pragma("omp parallel for num_threads(ember_threads_for(M * D, chunks)) schedule(static)")  \
-        for (int64_t c = 0; c < chunks; c++) {                                                      \
-            T *pw = partial + c * 2 * D, *pb = pw + D;                                              \
-            memset(pw, 0, (size_t)(2 * D) * sizeof(T));                                             \
-            for (int64_t i = c * LN_ROWS; i < ember_min64(M, (c + 1) * LN_ROWS); i++) {             \
-                const T *row = x + i * D, *gr = g + i * D;                                          \
-                T mean, invstd;                                                                     \
-                row_stats_##SUF(row, D, eps, &mean, &invstd);                                       \
-                _Pragma("omp simd")                                                                 \
-                for (int64_t j = 0; j < D; j++) {                                                   \
-                    pw[j] += gr[j] * ((row[j] - mean) * invstd);                                    \
-                    pb[j] += gr[j];                                                                 \
-                }                                                                                   \
-            }                                                                                       \
-        }                                                                                           \
+    /* affine (2, D) = the sums over tasks of partial (tasks, 2, D), in task order, in double. */   \
+    static void add_partials_##SUF(T *affine, const T *partial, int64_t tasks, int64_t D) {         \
         int64_t blocks = (D + LN_COLUMNS - 1) / LN_COLUMNS;                                         \
-        _Pragma("omp parallel for num_threads(ember_threads_for(chunks * D, blocks)) schedule(static)") \
+        _Pragma("omp parallel for num_threads(ember_threads_for(tasks * D, blocks)) schedule(static)") \
         for (int64_t t = 0; t < blocks; t++) {                                                      \
             int64_t j0 = t * LN_COLUMNS, n = ember_min64(LN_COLUMNS, D - j0);                       \
             double dw[LN_COLUMNS] = {0}, db[LN_COLUMNS] = {0};                                      \
-            for (int64_t c = 0; c < chunks; c++) {                                                  \
+            for (int64_t c = 0; c < tasks; c++) {                                                   \
                 const T *pw = partial + c * 2 * D + j0, *pb = pw + D;                               \
                 _Pragma("omp simd")                                                                 \
                 for (int64_t j = 0; j < n; j++) dw[j] += pw[j], db[j] += pb[j];                     \
             }                                                                                       \
-            for (int64_t j = 0; j < n; j++) out[j0 + j] = (T)dw[j], out[D + j0 + j] = (T)db[j];     \
+            for (int64_t j = 0; j < n; j++) affine[j0 + j] = (T)dw[j], affine[D + j0 + j] = (T)db[j]; \
         }                                                                                           \
+    }                                                                                               \
+                                                                                                    \
+    /* layer_norm's gradients: the x-gradient into out and the weight and bias gradients into     \
+     * affine, either may be NULL; in one pass over grad and x when both are wanted. */            \
+    static int layer_norm_backward_##SUF(void *out_, void *affine_, const void *g_, const void *x_, const void *w_, \
+                                         int64_t M, int64_t D, double eps) {                        \
+        T *out = out_, *affine = affine_, *partial = NULL;                                          \
+        const T *g = g_, *x = x_, *w = w_;                                                          \
+        int64_t rows = task_rows(M), tasks = (M + rows - 1) / rows;                                 \
+        if (affine && !(partial = ember_cpu_alloc(ember_max64(tasks, 1) * 2 * D * (int64_t)sizeof(T)))) \
+            return EMBER_ERR_OUT_OF_MEMORY;                                                         \
+        _Pragma("omp parallel for num_threads(ember_threads_for(M * D, tasks)) schedule(static)")   \
+        for (int64_t t = 0; t < tasks; t++) {                                                       \
+            T *pw = partial ? partial + t * 2 * D : NULL, *pb = pw ? pw + D : NULL;                 \
+            if (pw) memset(pw, 0, (size_t)(2 * D) * sizeof(T));                                     \
+            for (int64_t i = t * rows; i < ember_min64(M, (t + 1) * rows); i++) {                   \
+                const T *row = x + i * D, *gr = g + i * D;                                          \
+                T *o = out ? out + i * D : NULL, mean, invstd;                                      \
+                row_stats_##SUF(row, D, eps, &mean, &invstd);                                       \
+                /* grad * weight recomputed where needed: writing it to o first would make every    \
+                 * later load of x wait on o's stores at the same page offset (4K aliasing) */      \
+                if (pw) affine_row_##SUF(pw, pb, gr, row, D, mean, invstd);                         \
+                if (o && w) input_grad_row_##SUF(o, gr, w, row, D, mean, invstd);                   \
+                else if (o) input_grad_row_##SUF(o, gr, NULL, row, D, mean, invstd); /* w folds away */ \
+            }                                                                                       \
+        }                                                                                           \
+        if (affine) add_partials_##SUF(affine, partial, tasks, D);                                  \
         ember_cpu_free(partial);                                                                    \
         return EMBER_OK;                                                                            \
     }
@@ -314,16 +314,18 @@ int ember_cpu_layer_norm(const ember_tensor *out, const ember_tensor *x, const e
     return EMBER_OK;
 }
 
-int ember_cpu_layer_norm_input_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
-                                    const ember_tensor *weight, double eps) {
+int ember_cpu_layer_norm_input_grad(const ember_tensor *out, const ember_tensor *affine,
+                                    const ember_tensor *grad_output, const ember_tensor *x, const ember_tensor *weight,
+                                    double eps) {
     ember_status status = check_rows(x);
     if (status) return status;
     int dt = x->dtype;
-    if (!fits(out, dt, 2, MD(x), 0, 0) || !fits(grad_output, dt, 2, MD(x), 0, 0) ||
-        !fits(weight, dt, 1, x->shape[1], 0, 0, 1) || !(eps >= 0))
+    int64_t d = x->shape[1];
+    if (!fits(out, dt, 2, MD(x), 0, 0) || !fits(affine, dt, 2, 2, d, 0, 1) || !fits(grad_output, dt, 2, MD(x), 0, 0) ||
+        !fits(weight, dt, 1, d, 0, 0, 1) || !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
-    BY_DTYPE(dt, layer_norm_input_grad)(DATA(out), DATA(grad_output), DATA(x), DATA(weight), MD(x), eps);
-    return EMBER_OK;
+    return BY_DTYPE(dt, layer_norm_backward)(DATA(out), DATA(affine), DATA(grad_output), DATA(x), DATA(weight), MD(x),
+                                             eps);
 }
 
 int ember_cpu_layer_norm_affine_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
@@ -333,5 +335,5 @@ int ember_cpu_layer_norm_affine_grad(const ember_tensor *out, const ember_tensor
     int dt = x->dtype;
     if (!fits(out, dt, 2, 2, x->shape[1], 0, 0) || !fits(grad_output, dt, 2, MD(x), 0, 0) || !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
-    return BY_DTYPE(dt, layer_norm_affine_grad)(DATA(out), DATA(grad_output), DATA(x), MD(x), eps);
+    return BY_DTYPE(dt, layer_norm_backward)(NULL, DATA(out), DATA(grad_output), DATA(x), NULL, MD(x), eps);
 }
