@@ -50,6 +50,10 @@
 #define ALIGNMENT 64
 #define LARGE_MIN ((int64_t)1 << 17)
 #define PAGE 4096
+/* From this size on a block asks for 2 MiB pages (transparent huge pages, where the kernel keeps
+ * them for regions that ask: "madvise" mode), as numpy does for its arrays: a stream over 64 MiB
+ * crosses 16384 4 KiB pages, and the hardware prefetchers stop at each. */
+#define HUGE_MIN ((int64_t)4 << 20)
 #define HEADER_MAGIC 0x656d626572627566ull   /* "emberbuf" */
 #define FREED_MAGIC 0x6672656564667265ull    /* written on free: catches double frees */
 #define DEFAULT_CACHE_BYTES ((int64_t)1 << 30)
@@ -101,6 +105,9 @@ static void *map_large(int64_t capacity) {
     char *map = mmap(NULL, (size_t)(capacity + PAGE), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (capacity >= HUGE_MIN) madvise(map, (size_t)(capacity + PAGE), MADV_HUGEPAGE);
+#endif
     block_header *h = (block_header *)(map + PAGE) - 1;
     h->capacity = capacity;
     h->large = 1;
