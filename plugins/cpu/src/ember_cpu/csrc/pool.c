@@ -294,6 +294,17 @@ TARGET_2X2 static inline void load_taps_2x2(__m512 tap[4], const float *top, con
     tap[3] = _mm512_permutex2var_ps(b0, odd, b1);
 }
 
+/* The inverse of load_taps_2x2: tap[k] of windows ox .. ox + 15 written to its place in the
+ * window row whose rows are top and bottom. */
+TARGET_2X2 static inline void store_taps_2x2(float *top, float *bottom, int64_t ox, step_2x2 m, const __m512 tap[4]) {
+    const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
+    _mm512_mask_storeu_ps(top + 2 * ox, m.first16, _mm512_permutex2var_ps(tap[0], low, tap[1]));
+    _mm512_mask_storeu_ps(top + 2 * ox + 16, m.next16, _mm512_permutex2var_ps(tap[0], high, tap[1]));
+    _mm512_mask_storeu_ps(bottom + 2 * ox, m.first16, _mm512_permutex2var_ps(tap[2], low, tap[3]));
+    _mm512_mask_storeu_ps(bottom + 2 * ox + 16, m.next16, _mm512_permutex2var_ps(tap[2], high, tap[3]));
+}
+
 /* The max as the scalar walk takes it: a tap replaces the running value when greater or NaN. */
 TARGET_2X2 static void max_tiled_2x2_avx512(float *restrict out, const float *restrict x, int64_t first_row,
                                             int64_t last_row, int64_t W, int64_t OW) {
@@ -327,21 +338,13 @@ TARGET_2X2 static void avg_tiled_2x2_avx512(float *restrict out, const float *re
  * grad_output / 4. */
 TARGET_2X2 static void avg_grad_tiled_2x2_avx512(float *restrict gx, const float *restrict gout, int64_t first_row,
                                                  int64_t last_row, int64_t W, int64_t OW) {
-    const __m512i low = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
-    for (int64_t r = first_row; r < last_row; r++) {
-        float *gtop = gx + r * 2 * W, *gbottom = gtop + W;
+    for (int64_t r = first_row; r < last_row; r++)
         for (int64_t ox = 0; ox < OW; ox += 16) {
             step_2x2 m = step_at(ox, OW);
-            __m512 share = _mm512_maskz_loadu_ps(m.windows, gout + r * OW + ox);
-            share = _mm512_mul_ps(share, _mm512_set1_ps(0.25f));
-            __m512 first = _mm512_permutexvar_ps(low, share), next = _mm512_permutexvar_ps(high, share);
-            _mm512_mask_storeu_ps(gtop + 2 * ox, m.first16, first);
-            _mm512_mask_storeu_ps(gtop + 2 * ox + 16, m.next16, next);
-            _mm512_mask_storeu_ps(gbottom + 2 * ox, m.first16, first);
-            _mm512_mask_storeu_ps(gbottom + 2 * ox + 16, m.next16, next);
+            __m512 share = _mm512_mul_ps(_mm512_maskz_loadu_ps(m.windows, gout + r * OW + ox), _mm512_set1_ps(0.25f));
+            __m512 taps[4] = {share, share, share, share};
+            store_taps_2x2(gx + r * 2 * W, gx + r * 2 * W + W, ox, m, taps);
         }
-    }
 }
 
 /* The gradient as max_grad_tiled takes it: the first strictly greater tap wins (a NaN never
@@ -350,10 +353,7 @@ TARGET_2X2 static void avg_grad_tiled_2x2_avx512(float *restrict gx, const float
 TARGET_2X2 static void max_grad_tiled_2x2_avx512(float *restrict gx, const float *restrict gout,
                                                  const float *restrict x, int64_t first_row, int64_t last_row,
                                                  int64_t W, int64_t OW) {
-    const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
-    for (int64_t r = first_row; r < last_row; r++) {
-        float *gtop = gx + r * 2 * W, *gbottom = gtop + W;
+    for (int64_t r = first_row; r < last_row; r++)
         for (int64_t ox = 0; ox < OW; ox += 16) {
             step_2x2 m = step_at(ox, OW);
             __m512 tap[4];
@@ -365,15 +365,11 @@ TARGET_2X2 static void max_grad_tiled_2x2_avx512(float *restrict gx, const float
             best = _mm512_mask_mov_ps(best, m2, tap[2]);
             __mmask16 m3 = _mm512_cmp_ps_mask(tap[3], best, _CMP_GT_OQ);
             __m512 share = _mm512_maskz_loadu_ps(m.windows, gout + r * OW + ox);
-            __m512 g0 = _mm512_maskz_mov_ps((__mmask16)~(m1 | m2 | m3), share);
-            __m512 g1 = _mm512_maskz_mov_ps((__mmask16)(m1 & ~(m2 | m3)), share);
-            __m512 g2 = _mm512_maskz_mov_ps((__mmask16)(m2 & ~m3), share), g3 = _mm512_maskz_mov_ps(m3, share);
-            _mm512_mask_storeu_ps(gtop + 2 * ox, m.first16, _mm512_permutex2var_ps(g0, low, g1));
-            _mm512_mask_storeu_ps(gtop + 2 * ox + 16, m.next16, _mm512_permutex2var_ps(g0, high, g1));
-            _mm512_mask_storeu_ps(gbottom + 2 * ox, m.first16, _mm512_permutex2var_ps(g2, low, g3));
-            _mm512_mask_storeu_ps(gbottom + 2 * ox + 16, m.next16, _mm512_permutex2var_ps(g2, high, g3));
+            __m512 g[4] = {_mm512_maskz_mov_ps((__mmask16)~(m1 | m2 | m3), share),
+                           _mm512_maskz_mov_ps((__mmask16)(m1 & ~(m2 | m3)), share),
+                           _mm512_maskz_mov_ps((__mmask16)(m2 & ~m3), share), _mm512_maskz_mov_ps(m3, share)};
+            store_taps_2x2(gx + r * 2 * W, gx + r * 2 * W + W, ox, m, g);
         }
-    }
 }
 
 static int vector_2x2(const ember_cpu_window *w, int dtype) {
