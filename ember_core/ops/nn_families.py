@@ -363,11 +363,10 @@ def _layer_norm_input_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
         _expect_shape(schema, "weight", weight, shape)
     if affine is not None:
         _expect_shape(schema, "affine", affine, (2, *shape))
-        _written_in_place(schema, "affine", affine, (grad_output, x, weight),
-                          f"ember_core.empty({(2, *shape)}, dtype=x.dtype)")
+        example = f"ember_core.empty({(2, *shape)}, dtype=x.dtype)"
+        _written_in_place(schema, "affine", affine, (grad_output, x, weight), example)
         if not affine._contig:
-            raise ValueError(f"{schema.name}: affine is written in place and must be contiguous, e.g. "
-                             f"ember_core.empty({(2, *shape)}, dtype=x.dtype)")
+            raise ValueError(f"{schema.name}: affine is written in place and must be contiguous, e.g. {example}")
     attrs = {"eps": _eps(schema, a["eps"])}
     return Call((m, d), (grad_output.reshape((m, d)), x.reshape((m, d)), None if weight is None else
                          weight.reshape((d,))), attrs, attrs,
