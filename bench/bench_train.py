@@ -7,7 +7,8 @@ ember / PyTorch (lower is better) next to its target:
 
 * one SGD training step of an MLP 784-256-256-10 at batch 128 (target <= 1.5); the same with
   momentum, and that optimizer's step alone (one fused ``sgd_step`` per parameter), for information;
-* BatchNorm2d and LayerNorm forward + backward in training, two sizes each, and GroupNorm, for information;
+* BatchNorm2d and LayerNorm forward + backward in training, two sizes each, and GroupNorm (its forward
+  alone too), for information;
 * ten chained small elementwise ops on a tensor that requires grad (graph recording; target <= 2);
   the same ten ops followed by backward, for information;
 * one epoch of ``ember demo``'s CNN on the digits (45 Adam steps at batch 32), for information;
@@ -73,13 +74,16 @@ def sgd_update(momentum: float) -> dict[str, Callable[[], object]]:
     return {"ember": opt.step, "torch": topt.step}
 
 
-def norm_step(layer: str, shape: tuple[int, ...], *args: int) -> dict[str, Callable[[], object]]:
-    """A normalization layer in training, forward and backward against a random gradient (both
-    fused: ember's batch_norm_train / layer_norm and their gradient kernels, PyTorch's native ones;
-    ember's GroupNorm is layer_norm's rows and a per-channel affine map)."""
+def norm_step(layer: str, shape: tuple[int, ...], *args: int, backward: bool = True) -> dict[str, Callable[[], object]]:
+    """A normalization layer in training, forward and backward against a random gradient, or its
+    forward alone on an input that needs no gradient (both fused: ember's batch_norm_train /
+    layer_norm / group_norm and their gradient kernels, PyTorch's native ones)."""
     rng = np.random.default_rng(0)
     data, grad = rng.random(shape, dtype=np.float32), rng.standard_normal(shape, dtype=np.float32)
     ours, theirs = getattr(nn, layer)(*args), getattr(torch.nn, layer)(*args)
+    if not backward:
+        ex, tx = em.asarray(data), torch.from_numpy(data)
+        return {"ember": lambda: ours(ex), "torch": lambda: theirs(tx)}
     ex, tx = em.asarray(data).requires_grad_(), torch.from_numpy(data).requires_grad_()
     eg, tg = em.asarray(grad), torch.from_numpy(grad)
     return {"ember": lambda: ours(ex).backward(eg), "torch": lambda: theirs(tx).backward(tg)}
@@ -184,6 +188,7 @@ CASES: list[tuple[str, Callable[[], dict[str, Callable[[], object]]], float | No
     ("LayerNorm(256) on 32x128x256, fwd + bwd", lambda: norm_step("LayerNorm", (32, 128, 256), 256), None),
     ("LayerNorm(1024) on 8x512x1024, fwd + bwd", lambda: norm_step("LayerNorm", (8, 512, 1024), 1024), None),
     ("GroupNorm(32, 64) on 8x64x32x32, fwd + bwd", lambda: norm_step("GroupNorm", (8, 64, 32, 32), 32, 64), None),
+    ("  its forward alone", lambda: norm_step("GroupNorm", (8, 64, 32, 32), 32, 64, backward=False), None),
     ("10 chained small ops, requires_grad", lambda: chained_ops(False), 2.0),
     ("10 chained small ops + backward", lambda: chained_ops(True), None),
     ("demo CNN, one epoch (45 Adam steps)", demo_epoch, None),

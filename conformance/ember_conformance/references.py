@@ -167,6 +167,13 @@ def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         scale = 1.0 if affine[0] is None else np.abs(affine[0])
         return _normalized_rows(x, normalized_shape, kwargs.get("eps", 1e-5))[1] * scale + (
             0.0 if affine[1] is None else np.abs(affine[1]))
+    if op == "group_norm":  # the same, per sample and group of channels
+        x, num_groups, *affine = (*args, None, None)
+        shape = (1, -1, *(1,) * (x.ndim - 2))
+        scale = 1.0 if affine[0] is None else np.abs(affine[0]).reshape(shape)
+        shift = 0.0 if affine[1] is None else np.abs(affine[1]).reshape(shape)
+        return _normalized_rows(_group_rows(x, num_groups), 1, kwargs.get("eps", 1e-5))[1].reshape(x.shape) * scale \
+            + shift
     return None
 
 
@@ -276,6 +283,17 @@ def _layer_norm(x: np.ndarray, normalized_shape: Any, weight: np.ndarray | None 
     return out * (1 if weight is None else weight) + (0 if bias is None else bias)
 
 
+def _group_rows(x: np.ndarray, num_groups: int) -> np.ndarray:
+    return x.reshape(x.shape[0], num_groups, -1)
+
+
+def _group_norm(x: np.ndarray, num_groups: int, weight: np.ndarray | None = None, bias: np.ndarray | None = None,
+                *, eps: float = 1e-5) -> np.ndarray:
+    shape = (1, -1, *(1,) * (x.ndim - 2))
+    out = _normalized_rows(_group_rows(x, num_groups), 1, eps)[0].reshape(x.shape)
+    return out * (1 if weight is None else weight.reshape(shape)) + (0 if bias is None else bias.reshape(shape))
+
+
 def _activation(out: np.ndarray, activation: str | None) -> np.ndarray:
     return np.maximum(out, 0) if activation == "relu" else out
 
@@ -291,6 +309,7 @@ REFERENCES.update({
                                                                                 activation),
     "max_pool2d": _max_pool2d, "avg_pool2d": _avg_pool2d, "adaptive_avg_pool2d": _adaptive_avg_pool2d,
     "nll_loss": _nll_loss, "batch_norm_train": _batch_norm_train, "layer_norm": _layer_norm,
+    "group_norm": _group_norm,
 })
 REFERENCES.update({
     "views.reshape": np.reshape, "views.permute_dims": np.permute_dims, "views.broadcast_to": np.broadcast_to,

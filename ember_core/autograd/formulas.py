@@ -274,22 +274,36 @@ def batch_norm_saved_stats(x: Tensor, stats: Tensor) -> Tensor:
     return batch_norm_statistics(x).astype(stats.dtype)
 
 
-def layer_norm_grads(grad: Tensor, x: Tensor, normalized_shape: Any, weight: Tensor | None, eps: float,
-                     wanted: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
-    """layer_norm's x-gradient and its stacked weight and bias gradients, each None unless wanted:
-    when both are, one kernel pass over grad and x writes the second into a buffer.  Under
+def _norm_grads(input_grad: Any, affine_grad: Any, affine_shape: tuple[int, ...], grad: Tensor, x: Tensor,
+                layout: Any, weight: Tensor | None, eps: float, wanted: frozenset[str]) -> tuple[Any, Any]:
+    """A normalization's x-gradient and its stacked weight and bias gradients, each None unless
+    wanted: when both are, one kernel pass over grad and x writes the second into a buffer.  Under
     create_graph both must be recorded results, so they come from their own ops."""
-    from ember_core.ops import namespace as ops
-
     want_x, want_affine = "x" in wanted, "weight" in wanted or "bias" in wanted
     if want_x and want_affine and not MODE.enabled:
         from ember_core.creation import empty
 
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        affine = empty((2, *shape), dtype=x.dtype, device=x.device)
-        return ops.layer_norm_input_grad(grad, x, normalized_shape, weight, affine, eps=eps), affine
-    return (ops.layer_norm_input_grad(grad, x, normalized_shape, weight, eps=eps) if want_x else None,
-            ops.layer_norm_affine_grad(grad, x, normalized_shape, eps=eps) if want_affine else None)
+        affine = empty(affine_shape, dtype=x.dtype, device=x.device)
+        return input_grad(grad, x, layout, weight, affine, eps=eps), affine
+    return (input_grad(grad, x, layout, weight, eps=eps) if want_x else None,
+            affine_grad(grad, x, layout, eps=eps) if want_affine else None)
+
+
+def layer_norm_grads(grad: Tensor, x: Tensor, normalized_shape: Any, weight: Tensor | None, eps: float,
+                     wanted: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
+    from ember_core.ops import namespace as ops
+
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    return _norm_grads(ops.layer_norm_input_grad, ops.layer_norm_affine_grad, (2, *shape), grad, x,
+                       normalized_shape, weight, eps, wanted)
+
+
+def group_norm_grads(grad: Tensor, x: Tensor, num_groups: int, weight: Tensor | None, eps: float,
+                     wanted: frozenset[str]) -> tuple[Tensor | None, Tensor | None]:
+    from ember_core.ops import namespace as ops
+
+    return _norm_grads(ops.group_norm_input_grad, ops.group_norm_affine_grad, (2, x.shape[1]), grad, x,
+                       num_groups, weight, eps, wanted)
 
 
 HELPERS: dict[str, Any] = {
@@ -301,7 +315,7 @@ HELPERS: dict[str, Any] = {
     "prod_grad": prod_grad, "extremum_grad": extremum_grad, "cumulative_sum_grad": cumulative_sum_grad,
     "cumulative_prod_grad": cumulative_prod_grad, "sort_grad": sort_grad, "take_along_axis": take_along_axis,
     "matmul_grad": matmul_grad, "take_grad": take_grad, "batch_norm_saved_stats": batch_norm_saved_stats,
-    "layer_norm_grads": layer_norm_grads,
+    "layer_norm_grads": layer_norm_grads, "group_norm_grads": group_norm_grads,
 }
 
 

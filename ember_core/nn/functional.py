@@ -100,24 +100,7 @@ def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None, b
 
 def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
-    """Normalize each group of channels of each sample (N, C, ...) over the group's channels and
-    every dim after them: the rows of the layer_norm op, then a per-channel affine map."""
-    if x.ndim < 2:
-        raise ShapeError(f"group_norm needs (N, C, ...) input, got shape {x.shape}")
-    n, c = x.shape[:2]
-    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1 or c % num_groups:
-        raise ValueError(f"group_norm: num_groups must be a positive int dividing the {c} channels, got {num_groups!r}")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (c,):
-            raise ShapeError(f"group_norm: {name} must have shape ({c},), got {t.shape}")
-    rows = x.reshape((n, num_groups, -1))
-    out = em.layer_norm(rows, rows.shape[-1], eps=eps).reshape(x.shape)
-    shape = (1, c, *(1,) * (x.ndim - 2))
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    if bias is not None:
-        out = out + bias.reshape(shape)
-    return out
+    return em.group_norm(x, num_groups, weight, bias, eps=eps)
 
 
 # ---- activations ---------------------------------------------------------------------------------

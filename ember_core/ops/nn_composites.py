@@ -487,6 +487,46 @@ def layer_norm_affine_grad(grad_output: Any, x: Any, normalized_shape: Any, /, *
     return _affine_sums(grad_output, xhat, len(axes), x.dtype)
 
 
+def _group_rows(x: Any, num_groups: int) -> Any:
+    """x (N, C, ...) as (N, num_groups, D): each sample's group of channels one row."""
+    return x.reshape((x.shape[0], num_groups, -1))
+
+
+def _group_normalized(x: Any, num_groups: int, eps: float) -> Any:
+    """group_norm's xhat, shaped like x, computed in _computed's dtype (layer_norm's rows)."""
+    rows = _group_rows(_computed(x), num_groups)
+    return _ops().layer_norm(rows, rows.shape[-1], eps=eps).reshape(x.shape)
+
+
+def group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None, /, *, eps: float = 1e-5) -> Any:
+    out = _group_normalized(x, num_groups, eps)
+    if weight is not None:
+        out = out * _channel(weight, x.ndim)
+    if bias is not None:
+        out = out + _channel(bias, x.ndim)
+    return _ops().astype(out, x.dtype)
+
+
+def group_norm_input_grad(grad_output: Any, x: Any, num_groups: int, weight: Any = None, affine: Any = None, /, *,
+                          eps: float = 1e-5) -> Any:
+    """layer_norm's x-gradient over the groups' rows, of grad_output scaled per channel."""
+    ops = _ops()
+    g = _computed(grad_output) if weight is None else _computed(grad_output) * _channel(weight, x.ndim)
+    rows = _group_rows(_computed(x), num_groups)
+    out = ops.layer_norm_input_grad(_group_rows(g, num_groups), rows, rows.shape[-1], eps=eps).reshape(x.shape)
+    if affine is not None:
+        from ember_core.creation import copy_into
+
+        copy_into(affine, group_norm_affine_grad(grad_output, x, num_groups, eps=eps))
+    return ops.astype(out, x.dtype)
+
+
+def group_norm_affine_grad(grad_output: Any, x: Any, num_groups: int, /, *, eps: float = 1e-5) -> Any:
+    ops = _ops()
+    xhat, g, axes = _group_normalized(x, num_groups, eps), _computed(grad_output), _other_axes(x)
+    return ops.astype(ops.stack([ops.sum(g * xhat, axis=axes), ops.sum(g, axis=axes)]), x.dtype)
+
+
 # ---- losses -------------------------------------------------------------------------------------
 
 def _loss_coefficients(target: Any, weight: Any, n_classes: int, like: Any, ignore_index: int,

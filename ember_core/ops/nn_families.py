@@ -296,6 +296,16 @@ def _written_in_place(schema: OpSchema, name: str, t: Tensor, inputs: tuple[Tens
                            f"require grad, e.g. {example}")
 
 
+def _output_buffer(schema: OpSchema, name: str, t: Tensor, shape: tuple[int, ...],
+                   inputs: tuple[Tensor | None, ...]) -> None:
+    """An optional output the kernel fills directly: of its shape, contiguous, written in place."""
+    _expect_shape(schema, name, t, shape)
+    example = f"ember_core.empty({shape}, dtype=x.dtype)"
+    _written_in_place(schema, name, t, inputs, example)
+    if not t._contig:
+        raise ValueError(f"{schema.name}: {name} is written in place and must be contiguous, e.g. {example}")
+
+
 def _batch_norm_train(schema: OpSchema, a: dict[str, Any]) -> Call:
     x, stats, weight, bias = _tensors(schema, x=a["x"], stats=a["stats"], weight=a["weight"], bias=a["bias"])
     n, c, s = _channels(schema, x)
@@ -362,11 +372,7 @@ def _layer_norm_input_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
     if weight is not None:
         _expect_shape(schema, "weight", weight, shape)
     if affine is not None:
-        _expect_shape(schema, "affine", affine, (2, *shape))
-        example = f"ember_core.empty({(2, *shape)}, dtype=x.dtype)"
-        _written_in_place(schema, "affine", affine, (grad_output, x, weight), example)
-        if not affine._contig:
-            raise ValueError(f"{schema.name}: affine is written in place and must be contiguous, e.g. {example}")
+        _output_buffer(schema, "affine", affine, (2, *shape), (grad_output, x, weight))
     attrs = {"eps": _eps(schema, a["eps"])}
     return Call((m, d), (grad_output.reshape((m, d)), x.reshape((m, d)), None if weight is None else
                          weight.reshape((d,))), attrs, attrs,
@@ -382,6 +388,47 @@ def _layer_norm_affine_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
                 lambda out: out.reshape((2, *shape)))
 
 
+def _groups(schema: OpSchema, x: Tensor, num_groups: Any) -> tuple[int, int, int]:
+    """group_norm's x as (N, C, S), num_groups checked against its C channels."""
+    n, c, s = _channels(schema, x)
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1 or c % num_groups:
+        raise ValueError(f"{schema.name}: num_groups must be a positive int dividing the {c} channels of x, "
+                         f"got {num_groups!r}")
+    return n, c, s
+
+
+def _group_norm(schema: OpSchema, a: dict[str, Any]) -> Call:
+    x, weight, bias = _tensors(schema, x=a["x"], weight=a["weight"], bias=a["bias"])
+    n, c, s = _groups(schema, x, a["num_groups"])
+    _per_channel(schema, c, weight=weight, bias=bias)
+    eps = _eps(schema, a["eps"])
+    return Call((n, c, s), (x.reshape((n, c, s)), weight, bias), {"num_groups": a["num_groups"], "eps": eps},
+                {"eps": eps}, lambda out: out.reshape(x.shape))
+
+
+def _group_norm_input_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
+    grad_output, x, weight, affine = _tensors(schema, grad_output=a["grad_output"], x=a["x"], weight=a["weight"],
+                                              affine=a["affine"])
+    n, c, s = _groups(schema, x, a["num_groups"])
+    _expect_shape(schema, "grad_output", grad_output, x.shape)
+    _per_channel(schema, c, weight=weight)
+    if affine is not None:
+        _output_buffer(schema, "affine", affine, (2, c), (grad_output, x, weight))
+    eps = _eps(schema, a["eps"])
+    return Call((n, c, s), (grad_output.reshape((n, c, s)), x.reshape((n, c, s)), weight),
+                {"num_groups": a["num_groups"], "eps": eps}, {"eps": eps}, lambda out: out.reshape(x.shape),
+                writes=(affine,))
+
+
+def _group_norm_affine_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
+    grad_output, x = _tensors(schema, grad_output=a["grad_output"], x=a["x"])
+    n, c, s = _groups(schema, x, a["num_groups"])
+    _expect_shape(schema, "grad_output", grad_output, x.shape)
+    eps = _eps(schema, a["eps"])
+    return Call((2, c), (grad_output.reshape((n, c, s)), x.reshape((n, c, s))),
+                {"num_groups": a["num_groups"], "eps": eps}, {"eps": eps})
+
+
 # ---- the builder ----------------------------------------------------------------------------------
 
 _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
@@ -392,7 +439,8 @@ _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
     "nll_loss": _nll_loss, "nll_loss_grad": _nll_loss_grad, "batch_norm_train": _batch_norm_train,
     "batch_norm_backward_reduce": _batch_norm_backward_reduce, "batch_norm_input_grad": _batch_norm_input_grad,
     "layer_norm": _layer_norm, "layer_norm_input_grad": _layer_norm_input_grad,
-    "layer_norm_affine_grad": _layer_norm_affine_grad,
+    "layer_norm_affine_grad": _layer_norm_affine_grad, "group_norm": _group_norm,
+    "group_norm_input_grad": _group_norm_input_grad, "group_norm_affine_grad": _group_norm_affine_grad,
 }
 
 

@@ -26,6 +26,8 @@ BY_NAME: dict[str, Generator] = {
     "sgd_step": nn.sgd_step, "batch_norm_train": nn.batch_norm, "batch_norm_backward_reduce": nn.through_gradients,
     "batch_norm_input_grad": nn.through_gradients, "layer_norm": nn.layer_norm,
     "layer_norm_input_grad": nn.through_gradients, "layer_norm_affine_grad": nn.through_gradients,
+    "group_norm": nn.group_norm, "group_norm_input_grad": nn.through_gradients,
+    "group_norm_affine_grad": nn.through_gradients,
     "unique_all": sorting.unique, "unique_counts": sorting.unique, "unique_inverse": sorting.unique,
     "unique_values": sorting.unique, "bernoulli": randomness.bernoulli, "permutation": randomness.permutation,
 }

@@ -1,4 +1,4 @@
-"""Neural-network ops: linear, pooling, softmax, losses, batch norm, conv2d's fused activation,
+"""Neural-network ops: linear, pooling, softmax, losses, batch, layer and group norm, conv2d's fused activation,
 optimizer updates; the gradient helper ops (conv2d_input_grad, max_pool2d_grad, nll_loss_grad,
 batch_norm_input_grad ...) are checked through level 3, as gradients of their ops."""
 
@@ -105,6 +105,22 @@ def layer_norm(schema: Any, dtype: str, device: str, level: int) -> list[Sample]
     if level == 1:
         out += [Sample("error-not-trailing", (x((2, 3)), (2,)), error=ShapeError),
                 Sample("error-weight-shape", (x((2, 3)), 3, _x(rng, (2,), dtype)), error=ShapeError)]
+    return out
+
+
+def group_norm(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    rng = rng_for(schema.name, dtype)
+
+    def x(shape: tuple[int, ...], layout: str = "contiguous") -> Arr:
+        return Arr(typical(rng, shape, dtype, -1.0, 3.0), dtype, layout)  # groups with a mean away from 0
+
+    out = [Sample("affine", (x((2, 6, 3, 4)), 3, _x(rng, (6,), dtype), _x(rng, (6,), dtype)), {"eps": 1e-3}),
+           Sample("one-group-3d", (x((3, 4, 5)), 1)),
+           Sample("group-per-channel-strided", (x((2, 4, 3, 2), "strided"), 4, _x(rng, (4,), dtype, "strided"))),
+           Sample("no-positions", (x((5, 6)), 2, None, _x(rng, (6,), dtype)))]
+    if level == 1:
+        out += [Sample("error-groups-do-not-divide", (x((2, 6, 3)), 4), error=ValueError),
+                Sample("error-weight-shape", (x((2, 6, 3)), 3, _x(rng, (3,), dtype)), error=ShapeError)]
     return out
 
 

@@ -298,6 +298,22 @@ def layer_norm_affine_grad(out: Any, grad_output: Any, x: Any, *, eps: float) ->
     _check(lib.ember_cpu_layer_norm_affine_grad(*_all_desc(out, grad_output, x), eps), "layer_norm_affine_grad")
 
 
+def group_norm(out: Any, x: Any, weight: Any, bias: Any, *, num_groups: int, eps: float) -> None:
+    _check(lib.ember_cpu_group_norm(*_all_desc(out, x), _optional_desc(weight), _optional_desc(bias), num_groups,
+                                    eps), "group_norm")
+
+
+def group_norm_input_grad(out: Any, affine: Any, grad_output: Any, x: Any, weight: Any, *, num_groups: int,
+                          eps: float) -> None:
+    _check(lib.ember_cpu_group_norm_input_grad(_own_desc(out), _optional_desc(affine), *_all_desc(grad_output, x),
+                                               _optional_desc(weight), num_groups, eps), "group_norm_input_grad")
+
+
+def group_norm_affine_grad(out: Any, grad_output: Any, x: Any, *, num_groups: int, eps: float) -> None:
+    _check(lib.ember_cpu_group_norm_affine_grad(*_all_desc(out, grad_output, x), num_groups, eps),
+           "group_norm_affine_grad")
+
+
 _REDUCTIONS = {"none": lib.EMBER_CPU_REDUCTION_NONE, "mean": lib.EMBER_CPU_REDUCTION_MEAN,
                "sum": lib.EMBER_CPU_REDUCTION_SUM}
 
@@ -432,6 +448,9 @@ KERNELS: dict[str, Callable[..., None]] = {
     "layer_norm": layer_norm,
     "layer_norm_input_grad": layer_norm_input_grad,
     "layer_norm_affine_grad": layer_norm_affine_grad,
+    "group_norm": group_norm,
+    "group_norm_input_grad": group_norm_input_grad,
+    "group_norm_affine_grad": group_norm_affine_grad,
     "nll_loss": _nll("nll_loss", lib.ember_cpu_nll_loss),
     "nll_loss_grad": _nll("nll_loss_grad", lib.ember_cpu_nll_loss_grad),
     "take": take,

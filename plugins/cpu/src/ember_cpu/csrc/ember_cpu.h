@@ -219,6 +219,18 @@ int ember_cpu_layer_norm_input_grad(const ember_tensor *out, const ember_tensor 
 /* out (2, D): the column sums of grad_output * xhat (weight's gradient) and of grad_output (bias's). */
 int ember_cpu_layer_norm_affine_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
                                      double eps);
+/* x and out (N, C, S), weight and bias (C,) or NULL, num_groups >= 1 dividing C: each sample's group
+ * of C / num_groups channels normalized as one row, then out = xhat * weight[c] + bias[c]. */
+int ember_cpu_group_norm(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                         const ember_tensor *bias, int64_t num_groups, double eps);
+/* out (N, C, S): the x-gradient of group_norm (statistics recomputed); affine (2, C) or NULL: when
+ * given, also ember_cpu_group_norm_affine_grad's result, from the same pass over grad_output and x. */
+int ember_cpu_group_norm_input_grad(const ember_tensor *out, const ember_tensor *affine,
+                                    const ember_tensor *grad_output, const ember_tensor *x, const ember_tensor *weight,
+                                    int64_t num_groups, double eps);
+/* out (2, C): per channel, the sums of grad_output * xhat (weight's gradient) and of grad_output (bias's). */
+int ember_cpu_group_norm_affine_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
+                                     int64_t num_groups, double eps);
 
 /* ---- losses (loss.c) --------------------------------------------------------------------- */
 enum ember_cpu_reduction { EMBER_CPU_REDUCTION_NONE = 0, EMBER_CPU_REDUCTION_MEAN = 1, EMBER_CPU_REDUCTION_SUM = 2 };

@@ -1,4 +1,4 @@
-/* Batch and layer normalization (ember_core/ops/nn.toml, family norm).
+/* Batch, layer and group normalization (ember_core/ops/nn.toml, family norm).
  *
  * Batch normalization works on contiguous (N, C, S) tensors:
  * channel c is the N rows x[n, c, 0:S].  Each channel is one OpenMP task, so its sums do not
@@ -23,6 +23,19 @@
  *                           and, when affine (2, D) is given, layer_norm_affine_grad's result
  *                           into it from the same pass over grad and x.
  *   layer_norm_affine_grad: out (2, D): the column sums of grad * xhat and of grad.
+ *
+ * Group normalization works on contiguous (N, C, S) tensors whose C channels form G groups of K =
+ * C / G: sample n's group g is the contiguous row x[n, g*K:(g+1)*K, :] of D = K * S values, whose
+ * statistics are layer_norm's.  One OpenMP task per row, forward and backward.
+ *   group_norm:             out = (x - mean) * (invstd * weight[c]) + bias[c], one pass after the
+ *                           statistics' two (PyTorch's map; the core's composite took three).
+ *   group_norm_input_grad:  per channel c of a row, sg[c] = sum of grad and sgx[c] = sum of grad *
+ *                           xhat; then with gw = grad * weight, mean(gw) = sum_c weight[c] sg[c] / D and
+ *                           mean(gw * xhat) = sum_c weight[c] sgx[c] / D, so
+ *                           out = invstd * (gw - mean(gw) - xhat * mean(gw * xhat)) is a per-channel
+ *                           a * grad + b * (x - mean) + k.  When affine (2, C) is given, the sums over
+ *                           samples of sgx and sg (weight's and bias's gradients), in sample order.
+ *   group_norm_affine_grad: those alone.
  * The core's composites do the same math with ~10-20 tensor ops and their temporaries. */
 #include <math.h>
 #include "common.h"
@@ -227,10 +240,73 @@ static int64_t task_rows(int64_t M) { return ember_max64(1, ember_min64(128, M /
         return EMBER_OK;                                                                            \
     }
 
+#define DEFINE_GROUP_NORM(T, SUF)                                                                   \
+    static void group_norm_##SUF(void *out_, const void *x_, const void *w_, const void *b_, int64_t N, int64_t C, \
+                                 int64_t S, int64_t G, double eps) {                                \
+        T *out = out_;                                                                              \
+        const T *x = x_, *w = w_, *b = b_;                                                          \
+        int64_t K = C / G, D = K * S;                                                               \
+        _Pragma("omp parallel for num_threads(ember_threads_for(N * C * S, N * G)) schedule(static)") \
+        for (int64_t r = 0; r < N * G; r++) {                                                       \
+            const T *row = x + r * D;                                                               \
+            T *o = out + r * D, mean, invstd;                                                       \
+            row_stats_##SUF(row, D, eps, &mean, &invstd);                                           \
+            for (int64_t k = 0, c = r % G * K; k < K; k++, c++) {                                   \
+                T scale = w ? invstd * w[c] : invstd, shift = b ? b[c] : (T)0;                      \
+                _Pragma("omp simd")                                                                 \
+                for (int64_t j = k * S; j < (k + 1) * S; j++) o[j] = (row[j] - mean) * scale + shift; \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+                                                                                                    \
+    /* group_norm's gradients: the x-gradient into out and the weight and bias gradients into     \
+     * affine, either may be NULL.  sums (N, 2, C) holds each row's per-channel sums of grad * xhat \
+     * and grad, which the affine gradients add up over samples. */                               \
+    static int group_norm_backward_##SUF(void *out_, void *affine_, const void *g_, const void *x_, const void *w_, \
+                                         int64_t N, int64_t C, int64_t S, int64_t G, double eps) {  \
+        T *out = out_, *affine = affine_;                                                           \
+        const T *g = g_, *x = x_, *w = w_;                                                          \
+        int64_t K = C / G, D = K * S;                                                               \
+        double *sums = ember_cpu_alloc(ember_max64(1, N * 2 * C) * (int64_t)sizeof(double));        \
+        if (!sums) return EMBER_ERR_OUT_OF_MEMORY;                                                  \
+        _Pragma("omp parallel for num_threads(ember_threads_for(N * C * S, N * G)) schedule(static)") \
+        for (int64_t r = 0; r < N * G; r++) {                                                       \
+            int64_t c0 = r % G * K;                                                                 \
+            const T *row = x + r * D, *gr = g + r * D;                                              \
+            double *sgx = sums + r / G * 2 * C + c0, *sg = sgx + C, wg = 0, wgx = 0;                \
+            T mean, invstd;                                                                         \
+            row_stats_##SUF(row, D, eps, &mean, &invstd);                                           \
+            for (int64_t k = 0; k < K; k++) {                                                       \
+                sg[k] = 0, sgx[k] = 0;                                                              \
+                grad_sums_##SUF(gr + k * S, row + k * S, S, mean, &sg[k], &sgx[k]);                 \
+                sgx[k] *= (double)invstd;                                                           \
+                double wk = w ? (double)w[c0 + k] : 1.0;                                            \
+                wg += wk * sg[k], wgx += wk * sgx[k];                                               \
+            }                                                                                       \
+            if (!out) continue;                                                                     \
+            T *o = out + r * D, b = (T)(-(double)invstd * (double)invstd * wgx / (double)D);        \
+            T shift = (T)(-(double)invstd * wg / (double)D);                                        \
+            for (int64_t k = 0; k < K; k++) {                                                       \
+                T a = w ? invstd * w[c0 + k] : invstd;                                              \
+                _Pragma("omp simd")                                                                 \
+                for (int64_t j = k * S; j < (k + 1) * S; j++) o[j] = a * gr[j] + b * (row[j] - mean) + shift; \
+            }                                                                                       \
+        }                                                                                           \
+        for (int64_t c = 0; affine && c < C; c++) {                                                 \
+            double dw = 0, db = 0;                                                                  \
+            for (int64_t n = 0; n < N; n++) dw += sums[n * 2 * C + c], db += sums[n * 2 * C + C + c]; \
+            affine[c] = (T)dw, affine[C + c] = (T)db;                                               \
+        }                                                                                           \
+        ember_cpu_free(sums);                                                                       \
+        return EMBER_OK;                                                                            \
+    }
+
 DEFINE_NORM(float, f32)
 DEFINE_NORM(double, f64)
 DEFINE_LAYER_NORM(float, f32)
 DEFINE_LAYER_NORM(double, f64)
+DEFINE_GROUP_NORM(float, f32)
+DEFINE_GROUP_NORM(double, f64)
 
 /* t is a contiguous tensor of x's dtype and the given shape (NULL passes when optional). */
 static int fits(const ember_tensor *t, int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int optional) {
@@ -336,4 +412,49 @@ int ember_cpu_layer_norm_affine_grad(const ember_tensor *out, const ember_tensor
     if (!fits(out, dt, 2, 2, x->shape[1], 0, 0) || !fits(grad_output, dt, 2, MD(x), 0, 0) || !(eps >= 0))
         return EMBER_ERR_INVALID_ARGUMENT;
     return BY_DTYPE(dt, layer_norm_backward)(NULL, DATA(out), DATA(grad_output), DATA(x), NULL, MD(x), eps);
+}
+
+/* x is (N, C, S) as check_x asks, its C channels in groups of C / groups. */
+static ember_status check_groups(const ember_tensor *x, int64_t groups) {
+    ember_status status = check_x(x);
+    if (status) return status;
+    return groups >= 1 && x->shape[1] % groups == 0 ? EMBER_OK : EMBER_ERR_INVALID_ARGUMENT;
+}
+
+int ember_cpu_group_norm(const ember_tensor *out, const ember_tensor *x, const ember_tensor *weight,
+                         const ember_tensor *bias, int64_t num_groups, double eps) {
+    ember_status status = check_groups(x, num_groups);
+    if (status) return status;
+    int dt = x->dtype;
+    int64_t c = x->shape[1];
+    if (!fits(out, dt, 3, NCS(x), 0) || !fits(weight, dt, 1, c, 0, 0, 1) || !fits(bias, dt, 1, c, 0, 0, 1) ||
+        !(eps >= 0))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    BY_DTYPE(dt, group_norm)(DATA(out), DATA(x), DATA(weight), DATA(bias), NCS(x), num_groups, eps);
+    return EMBER_OK;
+}
+
+int ember_cpu_group_norm_input_grad(const ember_tensor *out, const ember_tensor *affine,
+                                    const ember_tensor *grad_output, const ember_tensor *x, const ember_tensor *weight,
+                                    int64_t num_groups, double eps) {
+    ember_status status = check_groups(x, num_groups);
+    if (status) return status;
+    int dt = x->dtype;
+    int64_t c = x->shape[1];
+    if (!fits(out, dt, 3, NCS(x), 0) || !fits(affine, dt, 2, 2, c, 0, 1) || !fits(grad_output, dt, 3, NCS(x), 0) ||
+        !fits(weight, dt, 1, c, 0, 0, 1) || !(eps >= 0))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    return BY_DTYPE(dt, group_norm_backward)(DATA(out), DATA(affine), DATA(grad_output), DATA(x), DATA(weight), NCS(x),
+                                             num_groups, eps);
+}
+
+int ember_cpu_group_norm_affine_grad(const ember_tensor *out, const ember_tensor *grad_output, const ember_tensor *x,
+                                     int64_t num_groups, double eps) {
+    ember_status status = check_groups(x, num_groups);
+    if (status) return status;
+    int dt = x->dtype;
+    if (!fits(out, dt, 2, 2, x->shape[1], 0, 0) || !fits(grad_output, dt, 3, NCS(x), 0) || !(eps >= 0))
+        return EMBER_ERR_INVALID_ARGUMENT;
+    return BY_DTYPE(dt, group_norm_backward)(NULL, DATA(out), DATA(grad_output), DATA(x), NULL, NCS(x), num_groups,
+                                             eps);
 }
