@@ -1,5 +1,6 @@
 """layer_norm and its gradient ops (nn.toml) against float64 numpy references, native kernels against
-the core's composites, gradients against finite differences (second order included)."""
+the core's composites, gradients against finite differences (second order included); for layer_norm
+and group_norm both, which gradient kernels backward runs and the checks of their affine output."""
 
 from __future__ import annotations
 
@@ -142,32 +143,6 @@ def test_the_layer_matches_numpy_and_skips_affine_gradients_it_does_not_need():
     assert ex.grad.shape == x.shape
 
 
-@pytest.mark.parametrize("wanted", [("x", "weight", "bias"), ("x", "bias"), ("weight", "bias"), ("weight",)])
-def test_backward_runs_one_gradient_kernel_for_what_is_wanted(wanted):
-    """x and weight/bias gradients both wanted: one layer_norm_input_grad call writes them all;
-    otherwise only the op for what is wanted runs.  The values are the separate ops' either way."""
-    _, (ex, ew, eb) = inputs((6, 5, 8), (8,), "float64")
-    leaves = {"x": ex, "weight": ew, "bias": eb}
-    for name in wanted:
-        leaves[name].requires_grad = True
-    g = em.asarray(rand(6, 5, 8, seed=9))
-    out = em.layer_norm(ex, 8, ew, eb)
-    with em.trace_dispatch() as trace:
-        out.backward(g)
-    ops = {op for (op, *_) in trace.counts}
-    fused = "x" in wanted
-    assert ("layer_norm_input_grad" in ops) == fused and ("layer_norm_affine_grad" in ops) == (not fused)
-    with em.no_grad():
-        if "x" in wanted:
-            np.testing.assert_array_equal(np.asarray(ex.grad), np.asarray(em.layer_norm_input_grad(g, ex, 8, ew)))
-        affine = np.asarray(em.layer_norm_affine_grad(g, ex, 8))
-    for i, name in enumerate(("weight", "bias")):
-        grad = leaves[name].grad
-        assert (grad is None) == (name not in wanted)
-        if grad is not None:
-            np.testing.assert_array_equal(np.asarray(grad), affine[i])
-
-
 @pytest.mark.parametrize(("spec", "weight_shape", "error", "match"), [
     ((5,), None, ShapeError, "must be the trailing dims"),
     ((2, 3, 4, 5), None, ShapeError, "must be the trailing dims"),
@@ -183,16 +158,57 @@ def test_bad_arguments_raise_typed_errors(spec, weight_shape, error, match):
         em.layer_norm(x, 4, eps=float("nan"))
 
 
-def test_a_bad_affine_output_is_refused_before_any_write():
-    x = em.asarray(rand(2, 3, 4), dtype=em.float32)
-    g = em.ones((2, 3, 4), dtype=em.float32)
-    with pytest.raises(ShapeError, match=r"affine must have shape \(2, 4\)"):
-        em.layer_norm_input_grad(g, x, 4, None, em.empty((4, 2), dtype=em.float32))
+# The two normalizations whose x-gradient op can also write the weight and bias gradients, on x
+# (4, 6, 5): op -> (the op, its x-gradient op, its weight/bias-gradient op, the argument after x
+# that says what is normalized, the length of weight and bias)
+NORMS = {
+    "layer_norm": (em.layer_norm, em.layer_norm_input_grad, em.layer_norm_affine_grad, 5, 5),
+    "group_norm": (em.group_norm, em.group_norm_input_grad, em.group_norm_affine_grad, 3, 6),
+}
+
+
+@pytest.mark.parametrize("op", sorted(NORMS))
+@pytest.mark.parametrize("wanted", [("x", "weight", "bias"), ("x", "bias"), ("x",), ("weight", "bias"), ("weight",)])
+def test_backward_runs_one_gradient_kernel_for_what_is_wanted(op, wanted):
+    """x and weight/bias gradients both wanted: one x-gradient call writes them all; otherwise only
+    the op for what is wanted runs.  The values are the separate ops' either way."""
+    forward, input_grad, affine_grad, layout, size = NORMS[op]
+    ex = em.asarray(rand(4, 6, 5) + 2.0)
+    ew, eb = em.asarray(rand(size, seed=1, low=0.5, high=1.5)), em.asarray(rand(size, seed=2))
+    leaves = {"x": ex, "weight": ew, "bias": eb}
+    for name in wanted:
+        leaves[name].requires_grad = True
+    g = em.asarray(rand(4, 6, 5, seed=9))
+    out = forward(ex, layout, ew, eb)
+    with em.trace_dispatch() as trace:
+        out.backward(g)
+    ops = {name for (name, *_) in trace.counts}
+    affine_wanted = "weight" in wanted or "bias" in wanted
+    assert (f"{op}_input_grad" in ops) == ("x" in wanted)
+    assert (f"{op}_affine_grad" in ops) == (affine_wanted and "x" not in wanted)
+    with em.no_grad():
+        if "x" in wanted:
+            np.testing.assert_array_equal(np.asarray(ex.grad), np.asarray(input_grad(g, ex, layout, ew)))
+        affine = np.asarray(affine_grad(g, ex, layout))
+    for i, name in enumerate(("weight", "bias")):
+        grad = leaves[name].grad
+        assert (grad is None) == (name not in wanted)
+        if grad is not None:
+            np.testing.assert_array_equal(np.asarray(grad), affine[i])
+
+
+@pytest.mark.parametrize("op", sorted(NORMS))
+def test_a_bad_affine_output_is_refused_before_any_write(op):
+    _, input_grad, _, layout, size = NORMS[op]
+    x = em.asarray(rand(4, 6, 5), dtype=em.float32)
+    g = em.ones((4, 6, 5), dtype=em.float32)
+    with pytest.raises(ShapeError, match=rf"affine must have shape \(2, {size}\)"):
+        input_grad(g, x, layout, None, em.empty((size, 2), dtype=em.float32))
     with pytest.raises(ValueError, match="must not share memory"):
-        em.layer_norm_input_grad(g, x, 4, None, x.reshape((6, 4))[:2])
+        input_grad(g, x, layout, None, x.reshape((-1, size))[:2])
     with pytest.raises(RuntimeError, match="requires grad"):
-        em.layer_norm_input_grad(g, x, 4, None, em.zeros((2, 4), dtype=em.float32).requires_grad_())
-    strided = em.zeros((2, 8), dtype=em.float32)[:, ::2]
+        input_grad(g, x, layout, None, em.zeros((2, size), dtype=em.float32).requires_grad_())
+    strided = em.zeros((2, 2 * size), dtype=em.float32)[:, ::2]
     with pytest.raises(ValueError, match="must be contiguous"):
-        em.layer_norm_input_grad(g, x, 4, None, strided)
+        input_grad(g, x, layout, None, strided)
     assert not np.asarray(strided).any()
