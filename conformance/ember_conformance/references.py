@@ -158,10 +158,8 @@ def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         x, _, *affine = (*args, None, None)
         mean, var = batch_norm_statistics(x)
         shape = (1, -1, *(1,) * (x.ndim - 2))
-        scale = 1.0 if affine[0] is None else np.abs(affine[0]).reshape(shape)
-        shift = 0.0 if affine[1] is None else np.abs(affine[1]).reshape(shape)
         spread = np.sqrt(var.reshape(shape) + kwargs.get("eps", 1e-5))
-        return (np.abs(x) + np.abs(mean.reshape(shape))) / spread * scale + shift
+        return _channel_affine((np.abs(x) + np.abs(mean.reshape(shape))) / spread, *_magnitudes(affine[:2]))
     if op == "layer_norm":  # the same cancellation, per row
         x, normalized_shape, *affine = (*args, None, None)
         scale = 1.0 if affine[0] is None else np.abs(affine[0])
@@ -169,11 +167,8 @@ def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             0.0 if affine[1] is None else np.abs(affine[1]))
     if op == "group_norm":  # the same, per sample and group of channels
         x, num_groups, *affine = (*args, None, None)
-        shape = (1, -1, *(1,) * (x.ndim - 2))
-        scale = 1.0 if affine[0] is None else np.abs(affine[0]).reshape(shape)
-        shift = 0.0 if affine[1] is None else np.abs(affine[1]).reshape(shape)
-        return _normalized_rows(_group_rows(x, num_groups), 1, kwargs.get("eps", 1e-5))[1].reshape(x.shape) * scale \
-            + shift
+        spread = _normalized_rows(_group_rows(x, num_groups), 1, kwargs.get("eps", 1e-5))[1].reshape(x.shape)
+        return _channel_affine(spread, *_magnitudes(affine[:2]))
     return None
 
 
@@ -258,14 +253,21 @@ def batch_norm_statistics(x: np.ndarray) -> np.ndarray:
     return np.stack([x.mean(axis=axes), x.var(axis=axes)])
 
 
+def _channel_affine(out: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None) -> np.ndarray:
+    """out (N, C, ...) scaled by weight and shifted by bias per channel, each (C,) or None."""
+    shape = (1, -1, *(1,) * (out.ndim - 2))
+    return out * (1 if weight is None else weight.reshape(shape)) + (0 if bias is None else bias.reshape(shape))
+
+
+def _magnitudes(affine: list[np.ndarray | None]) -> list[np.ndarray | None]:
+    return [None if a is None else np.abs(a) for a in affine]
+
+
 def _batch_norm_train(x: np.ndarray, stats: np.ndarray, weight: np.ndarray | None = None,
                       bias: np.ndarray | None = None, *, eps: float = 1e-5) -> np.ndarray:
     mean, var = batch_norm_statistics(x)
     shape = (1, -1, *(1,) * (x.ndim - 2))
-    out = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    return out if bias is None else out + bias.reshape(shape)
+    return _channel_affine((x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps), weight, bias)
 
 
 def _normalized_rows(x: np.ndarray, normalized_shape: Any, eps: float) -> tuple[np.ndarray, np.ndarray]:
@@ -289,9 +291,7 @@ def _group_rows(x: np.ndarray, num_groups: int) -> np.ndarray:
 
 def _group_norm(x: np.ndarray, num_groups: int, weight: np.ndarray | None = None, bias: np.ndarray | None = None,
                 *, eps: float = 1e-5) -> np.ndarray:
-    shape = (1, -1, *(1,) * (x.ndim - 2))
-    out = _normalized_rows(_group_rows(x, num_groups), 1, eps)[0].reshape(x.shape)
-    return out * (1 if weight is None else weight.reshape(shape)) + (0 if bias is None else bias.reshape(shape))
+    return _channel_affine(_normalized_rows(_group_rows(x, num_groups), 1, eps)[0].reshape(x.shape), weight, bias)
 
 
 def _activation(out: np.ndarray, activation: str | None) -> np.ndarray:
