@@ -52,11 +52,13 @@ from ember_core.dtypes import (
 )
 from ember_core.errors import (
     BackendUnavailableError,
+    ConfigError,
     DeviceError,
     DTypeError,
     EmberError,
     IndexOutOfRangeError,
     KernelError,
+    NotSerializableError,
     PluginError,
     RegistryError,
     ShapeError,

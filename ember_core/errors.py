@@ -41,5 +41,15 @@ class RegistryError(EmberError, ValueError):
     """A malformed op declaration; the message names the file, the op and the problem."""
 
 
+class ConfigError(EmberError, ValueError):
+    """A setting ember cannot use (an environment variable, ember.toml, an argument); the message
+    names where it came from and the values allowed."""
+
+
+class NotSerializableError(EmberError, TypeError):
+    """Pickling what holds device memory (tensors, modules): not supported yet.  A TypeError, as
+    pickle's own "cannot pickle" is, so code that probes picklability keeps working."""
+
+
 class KernelError(EmberError, RuntimeError):
     """A kernel reported failure after the core's checks passed: a backend bug to report."""

@@ -7,15 +7,17 @@ here, once, for every backend.  Ops are attached to the class from the registry
 
 from __future__ import annotations
 
+import copy
 import math
+import sys
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ember_core import dtypes as _dt
 from ember_core.device import Device, as_device
-from ember_core.errors import DeviceError, DTypeError, ShapeError
+from ember_core.errors import DeviceError, DTypeError, NotSerializableError, ShapeError
 
 _MAX_BYTES = 2**62
 _SMALL_BLOCK = 1 << 16  # blocks up to this size are recycled by the core
@@ -54,7 +56,7 @@ class Storage:
         self.free = device._free
 
     def __del__(self) -> None:
-        free = self.free
+        free = getattr(self, "free", None)  # unset when __init__ never ran (or failed before its first line)
         if free is not None:
             self.free = None
             if self.pooled and self.device._free is free:  # (not if its backend was since unregistered)
@@ -66,6 +68,19 @@ class Storage:
                 free(self.device, self.handle)
             except Exception:  # a finalizer must not raise; the backend is already told by contract
                 pass
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Storage:
+        """A new allocation on the same device holding a copy of the bytes, never a second owner of
+        this handle (both would free it).  copy.deepcopy's memo gives tensors that shared this
+        storage one shared copy."""
+        copied = Storage(self.device, self.nbytes)
+        if self.nbytes:
+            self.device.backend.hooks["ember_copy_on_device"](self.device, copied.handle, 0, self.device,
+                                                               self.handle, 0, self.nbytes)
+        return copied
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        _refuse_pickling()
 
 
 @lru_cache(maxsize=4096)
@@ -318,6 +333,34 @@ class Tensor:
 
         return call("copy", self)
 
+    def __copy__(self) -> Tensor:
+        """copy.copy, as PyTorch's: a new leaf over the same memory (the storage object is shared,
+        not its handle duplicated), keeping requires_grad."""
+        t = self.detach()
+        t._requires_grad = self._requires_grad
+        return _as_original_kind(self, t)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """copy.deepcopy, as PyTorch's: independent memory on the same device with the same layout,
+        requires_grad and a deep copy of ``.grad``.  The storage is copied whole, once per deepcopy
+        call, so tensors that shared memory (a tensor and its views) share the copy; each copy is
+        its own base, no longer a view (PyTorch's copies are not views either)."""
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                f"deepcopy of a tensor computed by a recorded op (grad_fn={self.grad_fn!r}): only leaves can "
+                f"be deep-copied, as in PyTorch, since a copy cannot take part in the original's graph; "
+                f"deep-copy t.detach() instead"
+            )
+        t = Tensor._make(copy.deepcopy(self._storage, memo), self._shape, self._strides, self._offset,
+                         self._dtype)
+        t._requires_grad = self._requires_grad
+        if self.grad is not None:
+            t.grad = copy.deepcopy(self.grad, memo)
+        return _as_original_kind(self, t)
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        _refuse_pickling()
+
     # ---- host interop ---------------------------------------------------------------------------
     def item(self) -> bool | int | float | complex:
         """The single element as a Python scalar (synchronizes with the device)."""
@@ -468,6 +511,23 @@ class Tensor:
         if dtype is self._dtype and not copy:
             return self
         return call("astype", self, dtype)
+
+
+def _as_original_kind(original: Tensor, copied: Tensor) -> Tensor:
+    """A copy of a Parameter is a Parameter.  ember_core.nn.parameter keeps that registry, and a
+    tensor can be in it only once that module is loaded: the core looks, without importing nn."""
+    parameters = sys.modules.get("ember_core.nn.parameter")
+    if parameters is not None and isinstance(original, parameters.Parameter):
+        parameters.remember(copied)
+    return copied
+
+
+def _refuse_pickling() -> NoReturn:
+    raise NotSerializableError(
+        "ember tensors cannot be pickled yet (a save/load API is planned); copy.deepcopy makes an "
+        "independent copy in memory, and values can be saved as numpy arrays: "
+        "numpy.save(path, t.cpu().numpy()), or {k: v.cpu().numpy() for k, v in model.state_dict().items()}"
+    )
 
 
 def _numpy_alias(t: Tensor, address: int) -> np.ndarray:

@@ -32,5 +32,10 @@ class Parameter(metaclass=_ParameterType):
                             f"wrap data with ember_core.asarray(...)")
         param = data.detach()
         param.requires_grad_(requires_grad)
-        _PARAMETERS[id(param)] = param
-        return param
+        return remember(param)
+
+
+def remember(t: Tensor) -> Tensor:
+    """List ``t`` as a parameter (``Parameter(...)`` does; so do copy.copy and copy.deepcopy of one)."""
+    _PARAMETERS[id(t)] = t
+    return t

@@ -73,11 +73,12 @@ def test_pool_reuses_slots_and_counts_honestly():
     assert stats["allocated_bytes"] == before["allocated_bytes"] + 2000
     assert stats["peak_bytes"] >= stats["allocated_bytes"]
     plugin.ember_free(DEV, a)
-    assert plugin.ember_alloc(DEV, 1000) == a  # the freed slot comes back, no new device memory
+    again = plugin.ember_alloc(DEV, 1000)
+    assert again == a  # the freed slot comes back (a new handle object: the old one frees nothing now)
     many = [plugin.ember_alloc(DEV, 512) for _ in range(200)]
     after = plugin.ember_memory_stats(DEV)
     assert after["device_allocations"] - stats["device_allocations"] <= 1  # 200 small tensors, <= one slab
-    for h in (*many, a, b):
+    for h in (*many, again, b):
         plugin.ember_free(DEV, h)
     assert plugin.ember_memory_stats(DEV)["allocated_bytes"] == before["allocated_bytes"]
 
@@ -96,6 +97,28 @@ def test_zero_size_and_large_blocks():
     assert _device().pool.release_cached()
     assert plugin.ember_memory_stats(DEV)["reserved_bytes"] < cached["reserved_bytes"]
     plugin.ember_free(DEV, 12345)  # unknown handles are ignored by free (it runs from finalizers)
+
+
+def test_a_block_goes_back_to_the_pool_once():
+    """Only the handle object the pool handed out frees or reaches its block: freeing a handle a
+    second time, after its slot went to a new allocation (what two owners of one handle did), or
+    freeing a copy of its number, leaves the new allocation alone."""
+    from ember_core.errors import KernelError
+
+    _device().flush()
+    first = plugin.ember_alloc(DEV, 256)
+    plugin.ember_free(DEV, first)
+    second = plugin.ember_alloc(DEV, 256)
+    assert second == first  # the slot is reused: same address, a new handle
+    plugin.ember_free(DEV, first)
+    plugin.ember_free(DEV, int(second))
+    third = plugin.ember_alloc(DEV, 256)
+    assert third != second
+    with pytest.raises(KernelError, match="a copy of a handle"):
+        plugin.ember_copy_to_host(DEV, int(second), 0, memoryview(bytearray(4)))
+    plugin.ember_copy_to_host(DEV, second, 0, memoryview(bytearray(4)))
+    for handle in (second, third):
+        plugin.ember_free(DEV, handle)
 
 
 def test_bad_handles_and_ranges_are_typed_errors():

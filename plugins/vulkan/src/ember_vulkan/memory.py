@@ -3,9 +3,12 @@
 Small requests (up to 1 MiB) take a slot of their power-of-two size class from 4 MiB slabs, so a
 small tensor costs a free-list pop instead of a vkAllocateMemory.  Larger requests get a block of
 their own, kept in a bounded cache after they are freed (the next tensor of that size reuses it).
-A handle is the allocation's device address (an int): unique while it lives, and what shaders
-are given.  Frees requested while recorded work is pending wait for the next flush, so no block
-is released (or slot rewritten from the host) while the device may still use it.
+A handle is the allocation's device address (an int, what shaders are given), one ``Handle``
+object per allocation: the pool serves and frees only the very object it handed out, so a copy of
+the number (the address of a block since freed and handed to another tensor) can neither reach nor
+free that tensor's memory, and no block goes back to the pool twice.  Frees requested while
+recorded work is pending wait for the next flush, so no block is released (or slot rewritten from
+the host) while the device may still use it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,15 @@ CACHE_LIMIT = 512 << 20  # freed large blocks kept for reuse, at most this many 
 _OUT_OF_MEMORY = (-1, -2)  # VK_ERROR_OUT_OF_HOST_MEMORY, VK_ERROR_OUT_OF_DEVICE_MEMORY
 
 
+class Handle(int):
+    """A device address handed out by ``Pool.alloc``; its identity, not its value, names the allocation."""
+
+    __slots__ = ()
+
+
 @dataclass
 class Allocation:
+    handle: Handle
     block: Any  # evk_block * (a slab or a block of its own)
     offset: int  # bytes from the block's start
     nbytes: int  # as requested
@@ -92,26 +102,31 @@ class Pool:
             block = cached.pop() if cached else self.new_block(size, host=False)
             if cached is not None and not cached:
                 del self._large_cache[size]
-        handle = int(block.address) + offset
-        self.live[handle] = Allocation(block, offset, nbytes, slot)
+        handle = Handle(int(block.address) + offset)
+        self.live[handle] = Allocation(handle, block, offset, nbytes, slot)
         self.allocated_bytes += nbytes
         self.peak_bytes = max(self.peak_bytes, self.allocated_bytes)
         return handle
 
-    def lookup(self, handle: Any) -> Allocation:
+    def _live(self, handle: Any) -> Allocation | None:
         alloc = self.live.get(handle) if isinstance(handle, int) else None
+        return alloc if alloc is not None and alloc.handle is handle else None
+
+    def lookup(self, handle: Any) -> Allocation:
+        alloc = self._live(handle)
         if alloc is None:
             raise KernelError(f"ember-vulkan: {handle!r} is not a live allocation of this device "
-                              f"(freed already, or from another device)")
+                              f"(freed already, a copy of a handle, or from another device)")
         return alloc
 
-    def free(self, handle: int, *, pending_work: bool) -> None:
+    def free(self, handle: Any, *, pending_work: bool) -> None:
         if pending_work:
             self._deferred.append(handle)
             return
-        alloc = self.live.pop(handle, None)
+        alloc = self._live(handle)
         if alloc is None:
             return  # never raise from a finalizer; a double free is the core's bug, not a crash
+        del self.live[handle]
         self.allocated_bytes -= alloc.nbytes
         if alloc.slot:
             self._free_slots[alloc.slot].append((alloc.block, alloc.offset))
