@@ -79,6 +79,8 @@ def _host_array(obj: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]
         dtype = dt.from_numpy_dtype(arr.dtype) if is_array else _python_default(arr.dtype)
     if dtype is dt.bfloat16:
         return np.asarray(arr, dtype=np.float64, order="C"), dtype
+    if arr.dtype.kind == "f" and dtype.kind in "iu":  # numpy's cast of NaN / out-of-range is undefined
+        arr = dt.float_to_integer(arr, dtype)
     return np.asarray(arr, dtype=dtype.numpy, order="C"), dtype  # (ascontiguousarray makes 0-d 1-d)
 
 

@@ -310,3 +310,20 @@ def fits(value: int | float, dtype: DType) -> bool:
         info = np.iinfo(dtype.numpy)
         return int(info.min) <= value <= int(info.max)
     return True
+
+
+def float_to_integer(values: Any, dtype: Any) -> np.ndarray:
+    """Real floating values converted to an integer dtype by ember's rule: truncation toward zero,
+    NaN -> 0, +-inf and values beyond the range -> the dtype's min / max.
+
+    C, GLSL and numpy leave NaN and out-of-range conversions undefined (numpy gives INT_MIN on
+    x86, or wraps), so this is the definition: every backend's astype follows it, the host paths
+    (asarray of float data with an integer dtype) apply it, and the conformance suite and the
+    tests use it as their reference."""
+    d = as_dtype(dtype)
+    info = np.iinfo(d.numpy)
+    v = np.asarray(values).astype(np.float64)  # exact for float16 / float32 / float64
+    over = v >= float(info.max) + 1.0  # 2**(bits - 1), or 2**8: a power of two, exact in every float
+    under = v <= float(info.min) - 1.0  # int64: -2**63 - 1 rounds to -2**63, which converts to min anyway
+    inside = np.trunc(np.where(over | under | np.isnan(v), 0.0, v)).astype(d.numpy)
+    return np.where(over, info.max, np.where(under, info.min, inside)).astype(d.numpy)

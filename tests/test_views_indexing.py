@@ -18,6 +18,7 @@ from hypothesis.extra import numpy as hnp
 from tolerances import LAYOUTS, assert_close, make_tensor, round_to, to_numpy
 
 import ember_core as em
+from ember_core.dtypes import float_to_integer
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -329,20 +330,16 @@ def test_many_dims_non_contiguous_tensor_can_be_made_contiguous():
 # ---- dtype conversion ------------------------------------------------------------------------------
 
 def np_reference_cast(values: np.ndarray, src: str, dst: str) -> np.ndarray:
-    """The documented conversion rules (plugins/cpu kernels.toml, [copy]): float -> integer truncates
-    toward zero and saturates (NaN -> 0); complex -> real drops the imaginary part; -> bool is != 0;
-    integer -> integer wraps; everything else is numpy's (correctly rounded) conversion."""
+    """The documented conversion rules (plugins/cpu kernels.toml, [copy]): float -> integer by
+    ember_core.dtypes.float_to_integer (truncation toward zero, NaN -> 0, saturation); complex ->
+    real drops the imaginary part; -> bool is != 0; integer -> integer wraps; everything else is
+    numpy's (correctly rounded) conversion."""
     v = np.asarray(values)
     if dst == "bool":
         return v != 0
     if dst in ("int8", "int16", "int32", "int64", "uint8"):
         if v.dtype.kind in "fc":
-            real = np.real(v).astype(np.float64)
-            info = np.iinfo(dst)
-            out = np.where(np.isnan(real), 0, np.trunc(np.clip(real, info.min, info.max)))
-            out = np.array([int(o) for o in out.reshape(-1)], dtype=object).reshape(v.shape)
-            return np.array([min(max(o, int(info.min)), int(info.max)) for o in out.reshape(-1)],
-                            dtype=dst).reshape(v.shape)
+            return float_to_integer(np.real(v), dst)
         return v.astype(np.int64).astype(dst)  # wraps
     if dst == "bfloat16":
         return round_to(np.real(v).astype(np.float64), "bfloat16")

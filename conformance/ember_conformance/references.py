@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ember_core.dtypes import float_to_integer
+
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 
@@ -70,6 +72,16 @@ def _conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None, *
     return out if bias is None else out + bias.reshape(1, -1, 1, 1)
 
 
+def _astype(x: np.ndarray, dtype: str) -> np.ndarray:
+    """ember's conversions: -> bool is != 0 (NaN is true); real floating -> integer by the core's
+    rule (float_to_integer: truncation, NaN -> 0, saturation); integer -> narrower integer wraps."""
+    if dtype == "bool":
+        return x != 0
+    if dtype[0] in "iu":
+        return float_to_integer(x, dtype) if x.dtype.kind == "f" else x.astype(dtype)
+    return x.astype(np.complex128 if dtype.startswith("complex") else np.float64)
+
+
 def _with_initial(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     def ref(x: np.ndarray, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> np.ndarray:
         return fn(x, axis=axis, include_initial=include_initial)
@@ -105,7 +117,7 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "multiply": np.multiply, "not_equal": np.not_equal, "pow": np.power, "remainder": np.remainder,
     "subtract": np.subtract,
     # data movement and creation
-    "copy": lambda x: x.copy(), "where": np.where,
+    "copy": lambda x: x.copy(), "astype": _astype, "where": np.where,
     "full": lambda shape, fill_value, *, dtype=None, device=None: np.full(shape, fill_value),
     # reductions and scans
     "sum": _reduce(np.sum), "prod": _reduce(np.prod), "max": _reduce(np.max), "min": _reduce(np.min),

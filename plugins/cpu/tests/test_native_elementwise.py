@@ -16,8 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ember_conformance.samples.data import integer_edges
 from ember_cpu._native import ffi, lib
 from native_util import check, desc
+
+import ember_core as em
+from ember_core.dtypes import float_to_integer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import codegen
@@ -33,6 +37,7 @@ STORAGE = {
 INTS = ["int8", "int16", "int32", "int64", "uint8"]
 REAL_FLOATS = ["float16", "bfloat16", "float32", "float64"]
 COMPLEX = ["complex64", "complex128"]
+COMPLEX_PART = {"complex64": "float32", "complex128": "float64"}
 # (rtol, atol) of results in each floating dtype
 TOL = {
     "float16": (2e-3, 1e-4),
@@ -452,26 +457,12 @@ def test_integer_overflow_wraps(dt: str):
 # ---- copy (astype) -------------------------------------------------------------------------------
 
 
-def copy_source_values(src: str, dst: str) -> np.ndarray:
-    """Values of dtype src whose conversion to dst numpy defines (float -> int stays in range)."""
-    if src in REAL_FLOATS + COMPLEX and dst in INTS:
-        lo, hi = (0, 250) if dst == "uint8" else (-120, 120)
-        vals = np.random.default_rng(7).uniform(lo, hi, 64)
-        vals[:4] = [lo, hi, 0.75, 1.5] if lo == 0 else [-0.75, 0.75, -1.5, lo]
-        if src in COMPLEX:
-            vals = vals + 1j * np.random.default_rng(8).uniform(-3, 3, 64)
-        return decode(encode(vals, src), src)
-    return pool(src)
-
-
 def copy_ref(values: np.ndarray, src: str, dst: str) -> np.ndarray:
     with np.errstate(all="ignore"):
         if dst == "bool":
             return values != 0
-        if dst in INTS:
-            if src in COMPLEX:
-                values = values.real
-            return np.trunc(values).astype(dst) if src in REAL_FLOATS + COMPLEX else values.astype(dst)
+        if dst in INTS:  # floats by the core's saturating rule (complex: the real part); integers wrap
+            return float_to_integer(values.real, dst) if src in REAL_FLOATS + COMPLEX else values.astype(dst)
         if dst in REAL_FLOATS and src in COMPLEX:
             return values.real
         if src == "int64" and dst == "bfloat16":
@@ -482,8 +473,7 @@ def copy_ref(values: np.ndarray, src: str, dst: str) -> np.ndarray:
 @pytest.mark.parametrize("dst", DTYPES)
 @pytest.mark.parametrize("src", DTYPES)
 def test_copy(src: str, dst: str):
-    vals = copy_source_values(src, dst)
-    s = encode(vals, src)
+    s = encode(pool(src), src)
     views = [
         ("contig", s[:37]),
         ("transposed", s[:35].reshape(5, 7).T),
@@ -510,15 +500,30 @@ def test_copy(src: str, dst: str):
 @pytest.mark.parametrize("src", REAL_FLOATS + COMPLEX)
 @pytest.mark.parametrize("dst", INTS)
 def test_copy_float_to_int_saturates(src: str, dst: str):
-    lo, hi = int(np.iinfo(dst).min), int(np.iinfo(dst).max)
-    vals = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 2.75, -2.75, 300.0, -300.0, 6e4, -6e4, 1e5, -1e5])
-    x = encode(vals + 0j if src in COMPLEX else vals, src)
-    stored = decode(x, src).real  # float16 turns 1e5 into inf, bfloat16 rounds it to 99840
-    want = np.array([0 if np.isnan(v) else max(lo, min(hi, int(v) if np.isfinite(v) else (hi if v > 0 else lo)))
-                     for v in stored], dst)  # fmt: skip
-    out = np.zeros(x.shape, dst)
-    check(lib.ember_cpu_copy(tdesc(out, dst), tdesc(x, src)))
-    np.testing.assert_array_equal(out, want)
+    """NaN, +-inf and values just inside and just outside the range, in the vector loops (and
+    their tails), strided and broadcast: truncation toward zero, NaN -> 0, the limits beyond."""
+    edges = integer_edges(COMPLEX_PART.get(src, src), dst)
+    x = encode(edges - 3.5j if src in COMPLEX else edges, src)  # the imaginary part plays no role
+    for name, view in (("vector", np.resize(x, 70)), ("negative", x[::-1]),
+                       ("broadcast", np.broadcast_to(x[1:2], (5,)))):
+        out = np.zeros(view.shape, dst)
+        check(lib.ember_cpu_copy(tdesc(out, dst), tdesc(view, src)))
+        np.testing.assert_array_equal(out, float_to_integer(decode(view, src).real, dst), err_msg=name)
+
+
+@pytest.mark.parametrize("dst", INTS)
+@pytest.mark.parametrize("src", ["float16", "float32", "float64"])
+def test_host_floats_into_integers_convert_as_the_kernel_does(src: str, dst: str):
+    """asarray and slice assignment of numpy floats with an integer dtype convert on the host
+    (numpy's own cast gives INT_MIN for NaN and wraps into uint8): they must give what the copy
+    kernel gives for the same values."""
+    values = integer_edges(src, dst).astype(src)
+    want = float_to_integer(values, dst)
+    np.testing.assert_array_equal(em.asarray(values).astype(dst).numpy(), want)  # the kernel
+    np.testing.assert_array_equal(em.asarray(values, dtype=dst).numpy(), want)
+    x = em.zeros(values.shape, dtype=dst)
+    x[:] = values
+    np.testing.assert_array_equal(x.numpy(), want)
 
 
 def test_copy_int64_extremes_to_float():
