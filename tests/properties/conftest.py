@@ -1,0 +1,8 @@
+"""The property-based campaign (see campaign.py): its helpers are importable from every test here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
