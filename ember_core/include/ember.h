@@ -26,7 +26,10 @@
  * dimensions that remain non-mergeable, not the rank a user may create. */
 #define EMBER_MAX_NDIM 16
 
-/* dtype codes: stable numbers, never reordered (they cross the ABI). */
+/* dtype codes: stable numbers, never reordered (they cross the ABI).  A copy kernel converting
+ * between them defines what C leaves undefined: real floating -> integer truncates toward zero,
+ * NaN gives 0, +-inf and values beyond the range give the integer type's min / max (compare
+ * before converting: (double)INT64_MAX rounds up to 2**63); integer -> narrower integer wraps. */
 typedef enum {
     EMBER_BOOL = 0,
     EMBER_INT8 = 1,

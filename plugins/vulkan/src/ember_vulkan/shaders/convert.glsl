@@ -14,6 +14,9 @@ O_T convert(A_T v) {
   #elif defined(A_IS_INT)
     return O_T(v);  // wraps when narrowing
   #else
+    // limit: 2**31 or 2**63, the first value beyond the range, exact in float (INT64_MAX is not:
+    // it rounds up to 2**63), so the comparisons come before the conversion, whose result GLSL
+    // leaves undefined for NaN and out-of-range values
     #if defined(O_DTYPE_INT32)
     const float limit = 2147483648.0;
     const O_T lo = O_T(0x80000000), hi = O_T(0x7fffffff);

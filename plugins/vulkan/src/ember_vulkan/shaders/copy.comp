@@ -1,6 +1,6 @@
 // out = astype(a): any strided input to any strided output of another dtype.
 // Float -> integer truncates toward zero and saturates (NaN -> 0); integer -> narrower integer
-// wraps; anything -> bool is != 0 (ember-cpu's rules).
+// wraps; anything -> bool is != 0 (every backend's rules: ember_core.dtypes.float_to_integer).
 layout(local_size_x = 256) in;
 layout(push_constant) uniform Push { uint64_t out_addr, a_addr, params_addr; uint n, run; } pc;
 
