@@ -9,7 +9,7 @@ import numpy as np
 
 from ember_conformance.layouts import LAYOUTS
 from ember_conformance.samples.base import Arr, Sample, representable, rng_for, specials, typical
-from ember_conformance.tolerances import COMPLEXES, EXACT, FLOATS
+from ember_conformance.tolerances import COMPLEXES, FLOATS
 from ember_core.dtypes import finfo
 from ember_core.errors import DTypeError, IndexOutOfRangeError, ShapeError
 
@@ -63,11 +63,9 @@ def astype(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
         if dtype in COMPLEXES and target not in COMPLEXES:
             continue  # complex to real conversions drop the imaginary part: not portable
         out.append(Sample(f"to-{target}", (Arr(x, dtype, "transposed"), target)))
-        if dtype in FLOATS and target in (*FLOATS, "bool"):
-            out.append(Sample(f"extremes-to-{target}", (Arr(specials(dtype), dtype), target)))
-        elif dtype in FLOATS and target in EXACT:  # long enough for the vector loops and their tails
-            out.append(Sample(f"saturate-to-{target}", (Arr(np.resize(integer_edges(dtype, target), 67), dtype),
-                                                        target)))
+        if dtype in FLOATS and target not in COMPLEXES:  # integers: long enough for vector loops and tails
+            edges = specials(dtype) if target in (*FLOATS, "bool") else np.resize(integer_edges(dtype, target), 67)
+            out.append(Sample(f"extremes-to-{target}", (Arr(edges, dtype), target)))
     return out
 
 
