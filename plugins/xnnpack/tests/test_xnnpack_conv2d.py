@@ -170,6 +170,24 @@ def test_conv2d_input_grad_matches_reference(rng, case):
     assert served_by(providers, "conv2d_input_grad") == {"cpu" if winograd or depthwise else "xnnpack"}
 
 
+@pytest.mark.parametrize(("shape", "o", "kernel", "stride", "padding", "groups"), [
+    ((3, 6, 1, 1), 6, (5, 5), (2, 3), (2, 5), 3),  # found by test_xnnpack_properties: a segfault
+    ((2, 4, 5, 1), 3, (3, 3), (1, 3), (1, 1), 1),
+])
+def test_conv2d_input_grad_onto_fewer_pixels_than_the_stride_is_declined(rng, shape, o, kernel, stride, padding,
+                                                                         groups):
+    """XNNPACK's strided deconvolution writes one sub-convolution per row/column phase below the
+    stride; a phase past the end of a narrower input wrote out of bounds."""
+    params = dict(stride=stride, padding=padding, dilation=(1, 1), groups=groups)
+    wt = rng.standard_normal((o, shape[1] // groups, *kernel)).astype(np.float32)
+    oh, ow = ref.conv2d(np.zeros(shape, np.float32), wt, None, **params).shape[2:]
+    dy = rng.standard_normal((shape[0], o, oh, ow)).astype(np.float32)
+    out, providers = traced(em.conv2d_input_grad, em.asarray(dy), em.asarray(wt), input_shape=shape, **params)
+    magnitude = ref.conv2d_input_grad(np.abs(dy), np.abs(wt), shape, **params)
+    ref.assert_close_dot(out.numpy(), ref.conv2d_input_grad(dy, wt, shape, **params), magnitude)
+    assert "xnnpack" not in served_by(providers, "conv2d_input_grad")
+
+
 WEIGHT_GRAD_CASES = [  # input shape, o, (kh, kw), stride, padding, dilation
     ((32, 16, 8, 8), 32, (3, 3), (1, 1), (1, 1), (1, 1)),  # the demo's second layer
     ((32, 1, 8, 8), 16, (3, 3), (1, 1), (1, 1), (1, 1)),  # one input channel: no input transpose

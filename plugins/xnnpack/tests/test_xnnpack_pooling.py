@@ -16,8 +16,7 @@ MAX_CASES = [  # shape, kernel, stride, padding, dilation, ceil_mode
     ((2, 5, 9, 7), (3, 3), (2, 2), (1, 1), (1, 1), True),  # ceil mode: extra bottom/right padding
     ((1, 2, 10, 11), (3, 2), (1, 3), (1, 0), (1, 1), True),
     ((3, 6, 11, 12), (3, 3), (1, 1), (0, 0), (2, 2), False),  # dilation
-    ((2, 3, 9, 10), (3, 3), (2, 2), (1, 1), (2, 2), False),  # dilated windows reaching into padding
-    ((2, 3, 9, 10), (2, 2), (2, 2), (1, 1), (2, 2), True),
+    ((2, 3, 10, 10), (3, 3), (2, 2), (1, 1), (2, 2), False),  # dilated windows reaching into top/left padding
     ((1, 1, 13, 13), (2, 4), (3, 1), (1, 2), (1, 1), False),
     ((2, 64, 28, 28), (3, 3), (2, 2), (1, 1), (1, 1), False),
 ]
@@ -69,6 +68,36 @@ def test_declined_parameters_are_answered_by_the_next_provider(rng, op, args):
     _check(out, expected)
     with em.providers(exclude=["xnnpack"]):
         np.testing.assert_array_equal(getattr(em, op)(em.asarray(x), *args).numpy(), out.numpy())
+
+
+DILATED_PAST_THE_EDGE = [  # shape, kernel, stride, padding, dilation, ceil_mode (issue 24)
+    ((1, 1, 3, 4), (1, 2), (1, 1), (0, 1), (2, 1), False),  # XNNPACK read the next row's first pixel
+    ((1, 2, 3, 6), (3, 3), (3, 3), (1, 1), (1, 2), True),  # and past the input: heap garbage
+    # XNNPACK's substitute taps landed inside these windows, but the rule declines every dilated
+    # window past the edge (ember-cpu's dilated pools take about XNNPACK's time)
+    ((2, 3, 9, 10), (2, 2), (2, 2), (1, 1), (2, 2), True),
+    ((2, 3, 9, 10), (3, 3), (2, 2), (1, 1), (2, 2), False),
+]
+
+
+@pytest.mark.parametrize("case", DILATED_PAST_THE_EDGE)
+def test_dilated_max_pools_past_the_edge_are_ember_cpus_bits(case):
+    """With dilation XNNPACK replaces a tap outside the input by one it assumes is inside, which is
+    wrong past the bottom/right edge: those pools are declined.  Values 1, 2, ... so that a pixel
+    read from the wrong row shows."""
+    shape, *args = case
+    x = em.asarray(np.arange(1, np.prod(shape) + 1, dtype=np.float32).reshape(shape))
+    out, providers = traced(em.max_pool2d, x, *args)
+    with em.providers(exclude=["xnnpack"]):
+        np.testing.assert_array_equal(out.numpy(), em.max_pool2d(x, *args).numpy())
+    np.testing.assert_array_equal(out.numpy(), ref.max_pool2d(x.numpy(), *args).astype(np.float32))
+    assert "xnnpack" not in served_by(providers, "max_pool2d")
+
+
+def test_issue_24_example_gives_pytorchs_values():
+    x = em.asarray(np.arange(1, 13, dtype=np.float32).reshape(1, 1, 3, 4))
+    out = em.max_pool2d(x, (1, 2), (1, 1), (0, 1), (2, 1))
+    np.testing.assert_array_equal(out.numpy()[0, 0], [[1, 2, 3, 4, 4], [5, 6, 7, 8, 8], [9, 10, 11, 12, 12]])
 
 
 @pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])

@@ -185,6 +185,12 @@ def conv2d_input_grad(out: Any, grad_output: Any, weight: Any, *, stride: tuple[
         # the core's composite (a GEMM, then the strided positions written): xnnpack / composite
         # time 1.65 (32x64x32x32 -> 128, stride 2), 2.05 (8x256x14x14 -> 512)
         return NotImplemented
+    if h < sh or w < sw:
+        # XNNPACK (2022) runs a strided deconvolution as stride_h x stride_w sub-convolutions, one
+        # per output row/column phase (< stride) after the padding; a phase that starts past the
+        # output's end underflows its size_t extent and writes out of bounds (input 1x1, stride
+        # (2, 3), padding (2, 5), a 5x5 kernel: a segfault)
+        return NotImplemented
     if not _takes(out, grad_output, weight) or not grad_output._numel:
         return NotImplemented
     if not _in_range(n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups) or not group_in:
@@ -346,9 +352,27 @@ def _tiling_2x2(out: Any, x: Any, kernel_size: tuple[int, int], stride: Any, pad
             and tuple(dilation) == (1, 1) and h % 2 == 0 and w % 2 == 0)
 
 
+def _dilated_window_past_edge(out: Any, x: Any, kernel_size: tuple[int, int], stride: Any,
+                              padding: tuple[int, int], dilation: tuple[int, int]) -> bool:
+    """A dilated max pool with a window reaching past the input's bottom or right edge, which
+    XNNPACK (2022) reads wrongly.  Without dilation it clamps each tap outside the input to the
+    nearest edge pixel, which lies in the same window.  With dilation on either axis it instead
+    replaces such a tap, on both axes, by the window's tap at ``output * stride - padding %
+    dilation``, assumed inside the input: true for taps in the top/left padding, false past the
+    bottom/right edge, where that tap is past the edge too and XNNPACK reads the next row's pixels
+    or memory past the input (issue 24: 1x3x4 arange, kernel (1, 2), padding (0, 1), dilation
+    (2, 1) gave 5 for max(4, padding)).  Those calls go to the next provider."""
+    if tuple(dilation) == (1, 1):
+        return False
+    strides = kernel_size if stride is None else stride
+    return any((o - 1) * s - p + d * (k - 1) >= n
+               for n, o, k, s, p, d in zip(x._shape[2:], out._shape[2:], kernel_size, strides, padding, dilation))
+
+
 def max_pool2d(out: Any, x: Any, *, kernel_size: tuple[int, int], stride: Any, padding: tuple[int, int],
                dilation: tuple[int, int], ceil_mode: bool) -> Any:
-    if _tiling_2x2(out, x, kernel_size, stride, padding, dilation):
+    if (_tiling_2x2(out, x, kernel_size, stride, padding, dilation)
+            or _dilated_window_past_edge(out, x, kernel_size, stride, padding, dilation)):
         return NotImplemented
     return _pool2d(lib.EXN_MAX_POOL, "max_pool2d", out, x, kernel_size, stride, padding, dilation)
 
