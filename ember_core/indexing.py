@@ -1,36 +1,48 @@
 """``x[key]`` and ``x[key] = value``: integers, slices (any step), None, Ellipsis and boolean
-scalars become views here; integer-tensor and boolean-mask indexing become gather/scatter."""
+scalars become views here; integer-tensor and boolean-mask indexing become gather/scatter, with
+numpy's semantics."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ember_core import dtypes as dt
 from ember_core.autograd.grad_mode import no_grad
-from ember_core.errors import IndexOutOfRangeError
+from ember_core.errors import DeviceError, IndexOutOfRangeError
 from ember_core.tensor import Tensor
 from ember_core.views import broadcast_shapes, broadcast_to, permute_dims, view_op
 
 
+def _dims_indexed(k: Any) -> int:
+    """How many of the tensor's dims a key entry indexes: a boolean mask covers its own ndim (0
+    for a 0-d mask, which adds an axis instead); None, ... and bool scalars none."""
+    if k is None or k is Ellipsis or isinstance(k, bool):
+        return 0
+    if isinstance(k, Tensor) and k.dtype is dt.bool_:
+        return k.ndim
+    return 1
+
+
 def _expand_key(key: Any, ndim: int) -> list[Any]:
     key = list(key) if isinstance(key, tuple) else [key]
-    ellipses = sum(k is Ellipsis for k in key)
-    if ellipses > 1:
+    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]  # by identity: == on a tensor is elementwise
+    if len(ellipses) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     for k in key:
         if not (k is None or k is Ellipsis or isinstance(k, (slice, bool, Tensor)) or hasattr(k, "__index__")):
             raise IndexError(f"{k!r} is not a valid index: use ints, slices, None, ..., bools, or integer/boolean "
                              f"tensors")
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis and not isinstance(k, bool))
+    consumed = sum(_dims_indexed(k) for k in key)
     if consumed > ndim:
         raise IndexOutOfRangeError(f"too many indices: {consumed} for a {ndim}-d tensor")
+    fill = [slice(None)] * (ndim - consumed)
     if ellipses:
-        i = key.index(Ellipsis)
-        key[i : i + 1] = [slice(None)] * (ndim - consumed)
+        key[ellipses[0] : ellipses[0] + 1] = fill
     else:
-        key += [slice(None)] * (ndim - consumed)
+        key += fill
     return key
 
 
@@ -66,12 +78,18 @@ def basic_view(x: Tensor, key: Any) -> Tensor:
 
 
 def _is_basic(key: Any) -> bool:
-    items = key if isinstance(key, tuple) else (key,)
-    return all(
-        k is None or k is Ellipsis or isinstance(k, (slice, bool))
-        or (hasattr(k, "__index__") and not isinstance(k, Tensor))
-        for k in items
-    )
+    """Whether x[key] is a view: no tensors, lists or arrays, and a bool scalar only alone among
+    slices, None and ...  (numpy indexes a bool like a 0-d mask, an advanced index: several of
+    them, or one with integers, broadcast together, which a view cannot express in general)."""
+    bools = ints = 0
+    for k in key if isinstance(key, tuple) else (key,):
+        if isinstance(k, bool):
+            bools += 1
+        elif hasattr(k, "__index__") and not isinstance(k, Tensor):
+            ints += 1
+        elif not (k is None or k is Ellipsis or isinstance(k, slice)):
+            return False
+    return not bools or (bools == 1 and not ints)
 
 
 def getitem(x: Tensor, key: Any) -> Tensor:
@@ -102,7 +120,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
         return
     plan = _AdvancedIndex(x, key)
     values = broadcast_to(src.astype(x.dtype, copy=False), plan.result_shape)
-    values = plan.to_index_order(values).reshape((-1, *plan.rest_shape))
+    values = plan.to_index_order(values).reshape((plan.flat_index.size, *plan.rest_shape))
     target = plan.source()
     _op("index_put")(target, plan.flat_index, values, axis=0)
     if target._storage is not x._storage:  # the view had no flat layout: index_put worked on a copy
@@ -113,47 +131,46 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
 class _AdvancedIndex:
     """numpy's advanced indexing, reduced to take/index_put along one flattened axis.
 
-    Integer tensors (and Python ints, once any tensor is present) are broadcast together; boolean
-    masks become the integer tensors of their non-zero positions.  The advanced dims of the basic
-    view are moved to the front and flattened, so one gather or scatter serves every case.  As in
-    numpy, the broadcast dims land where the advanced indices were when those were adjacent, and
-    in front otherwise.
+    Integer tensors (and Python ints, once any tensor is present) are broadcast together; a
+    boolean mask becomes the integer tensors of its non-zero positions, and a 0-d one (or a bool
+    scalar) a new axis of length 1 indexed by [0] when True, by [] when False.  The advanced dims
+    of the basic view are moved to the front and flattened, so one gather or scatter serves every
+    case.  As in numpy, the broadcast dims land where the advanced indices were when those were
+    adjacent, and in front otherwise.
     """
 
     def __init__(self, x: Tensor, key: Any) -> None:
-        from ember_core.creation import asarray
-
-        items = list(key) if isinstance(key, tuple) else [key]
-        items = [asarray(k, device=x.device) if isinstance(k, (list, np.ndarray)) else k for k in items]
-        expanded: list[Any] = []
-        for k in items:  # a boolean mask over d dims stands for d integer index tensors
-            if isinstance(k, Tensor) and k.dtype is dt.bool_:
-                if k.ndim == 0:
-                    raise IndexError("0-d boolean indices are not supported; use x[None] or an if")
-                expanded.extend(_op("nonzero")(k))
-            else:
-                expanded.append(k)
-        basic, advanced, adv_dims = [], [], []
-        for k in _expand_key(tuple(expanded), x.ndim):  # every entry keeps one dim of the view
-            if isinstance(k, Tensor) or (isinstance(k, int) and not isinstance(k, bool)):
-                adv_dims.append(len(basic))
-                advanced.append(k)
-                k = slice(None)
-            basic.append(k)
+        items = tuple(_as_key_entry(k, x) for k in (key if isinstance(key, tuple) else (key,)))
+        basic: list[Any] = []  # one entry per dim of the basic view
+        indices, adv_dims = [], []  # the index tensors and the dims of the basic view they index
+        dim = 0  # the dim of x the next entry indexes
+        for k in _expand_key(items, x.ndim):
+            for entry, index in _entries(k, x, dim):
+                if index is not None:
+                    adv_dims.append(len(basic))
+                    indices.append(index)
+                basic.append(entry)
+            dim += _dims_indexed(k)
         view = basic_view(x, tuple(basic))
         self.view = view
-        indices = [_as_index_tensor(k, x) for k in advanced]
         sizes = [view.shape[a] for a in adv_dims]
         self.broadcast_shape = broadcast_shapes(*(i.shape for i in indices))
         flat = None
-        for idx, n in zip(indices, sizes):
-            idx = _normalized(broadcast_to(idx, self.broadcast_shape), n)
+        for idx, n in zip(indices, sizes):  # numpy checks integer scalars even where the result is empty
+            if idx.ndim:
+                idx = _normalized(broadcast_to(idx, self.broadcast_shape), n)
+            else:
+                idx = broadcast_to(_normalized(idx, n), self.broadcast_shape)
             flat = idx if flat is None else flat * n + idx
         self.flat_index = flat.reshape(-1)
+        self.flat_size = math.prod(sizes)  # of the advanced dims, flattened into one
         rest = [a for a in range(view.ndim) if a not in adv_dims]
         self.rest_shape = tuple(view.shape[a] for a in rest)
         self.order = adv_dims + rest
-        adjacent = adv_dims == list(range(adv_dims[0], adv_dims[0] + len(adv_dims)))
+        # adjacent in the key as written: an ellipsis between them separates them even where it
+        # stands for no dims (numpy)
+        written = [i for i, k in enumerate(items) if not (k is None or k is Ellipsis or isinstance(k, slice))]
+        adjacent = written == list(range(written[0], written[0] + len(written)))
         self.insert_at = adv_dims[0] if adjacent else 0
         nb = len(self.broadcast_shape)
         lead = self.rest_shape[: self.insert_at]
@@ -163,7 +180,7 @@ class _AdvancedIndex:
     def source(self) -> Tensor:
         """The view with its advanced dims first and flattened (a copy when no view exists)."""
         moved = permute_dims(self.view, self.order)
-        return moved.reshape((-1, *self.rest_shape)) if moved.ndim else moved.reshape(1)
+        return moved.reshape((self.flat_size, *self.rest_shape))
 
     def to_result_order(self, t: Tensor) -> Tensor:
         return permute_dims(t, self._to_result)
@@ -173,17 +190,48 @@ class _AdvancedIndex:
         return permute_dims(t, inverse)
 
 
+def _as_key_entry(k: Any, x: Tensor) -> Any:
+    """Lists and numpy arrays as tensors on x's device; an empty list indexes as int64 (numpy's
+    rule: a sequence with no elements is an integer index, whatever dtype its array would get)."""
+    from ember_core.creation import asarray
+
+    if not isinstance(k, (list, np.ndarray)):
+        return k
+    t = asarray(k, device=x.device)
+    return t.astype(dt.int64) if isinstance(k, list) and not t.size else t
+
+
+def _entries(k: Any, x: Tensor, dim: int) -> list[tuple[Any, Tensor | None]]:
+    """What an (expanded) key entry at dim ``dim`` of x stands for: (entry of the basic view,
+    index tensor along that view dim or None) per view dim."""
+    from ember_core.creation import arange
+
+    if isinstance(k, bool) or (isinstance(k, Tensor) and k.dtype is dt.bool_ and k.ndim == 0):
+        return [(None, arange(int(bool(k)), dtype=dt.int64, device=x.device))]
+    if isinstance(k, Tensor) and k.dtype is dt.bool_:  # a mask over d dims: d integer index tensors
+        covered = x.shape[dim : dim + k.ndim]
+        if k.shape != covered:
+            dims = f"dim {dim}" if k.ndim == 1 else f"dims {dim}..{dim + k.ndim - 1}"
+            raise IndexOutOfRangeError(
+                f"a boolean mask of shape {k.shape} does not match {dims} of the indexed tensor (shape {x.shape}): "
+                f"those have shape {covered}, and a mask's shape must equal that of the dims it covers"
+            )
+        return [(slice(None), i) for i in _op("nonzero")(k)]
+    if isinstance(k, Tensor) or (k is not None and not isinstance(k, slice)):
+        return [(slice(None), _as_index_tensor(k, x))]
+    return [(k, None)]
+
+
 def _as_index_tensor(k: Any, x: Tensor) -> Tensor:
     from ember_core.creation import asarray
 
-    t = k if isinstance(k, Tensor) else asarray(int(k), device=x.device)
-    if t.dtype.kind not in "iu":
-        raise IndexError(f"index tensors must be integer or boolean, got {t.dtype.name}")
-    if t.device is not x.device:
-        from ember_core.errors import DeviceError
-
-        raise DeviceError(f"the index is on {t.device}, the tensor on {x.device}; move one with .to_device()")
-    return t.astype(dt.int64, copy=False)
+    if not isinstance(k, Tensor):
+        return asarray(int(k.__index__()), dtype=dt.int64, device=x.device)
+    if k.dtype.kind not in "iu":
+        raise IndexError(f"index tensors must be integer or boolean, got {k.dtype.name}")
+    if k.device is not x.device:
+        raise DeviceError(f"the index is on {k.device}, the tensor on {x.device}; move one with .to_device()")
+    return k.astype(dt.int64, copy=False)
 
 
 def _normalized(idx: Tensor, n: int) -> Tensor:

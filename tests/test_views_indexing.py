@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 
 import numpy as np
 import pytest
@@ -169,6 +170,176 @@ def test_index_errors():
         x[..., ...]
     with pytest.raises(em.IndexOutOfRangeError):
         x[3] = 1.0
+
+
+# ---- advanced indexing: integer tensors and boolean masks ------------------------------------------
+
+def on_device(device: str) -> str:
+    """``device``, or a skip with the reason when it is vulkan and no Vulkan device is usable
+    (plugins/vulkan/tests/conftest.py's rule)."""
+    if device == "vulkan":
+        try:
+            from ember_vulkan import plugin
+        except ImportError as exc:
+            pytest.skip(f"ember-vulkan is not installed ({exc})")
+        if plugin.ember_device_count("vulkan") == 0:
+            pytest.skip(f"no Vulkan device: {plugin.ember_device_unavailable_reason('vulkan')}")
+    return device
+
+
+DEVICES = ["cpu", "vulkan"]
+
+
+def ember_key(key: tuple, device: str) -> tuple:
+    """The numpy key with its arrays as ember tensors on ``device`` (lists and scalars as they are)."""
+    return tuple(em.asarray(k, device=device) if isinstance(k, np.ndarray) else k for k in key)
+
+
+def written_once(shape: tuple[int, ...], key: tuple) -> bool:
+    """Whether x[key] = values writes each element at most once (with repeats the winner is unspecified)."""
+    counts = np.zeros(shape, dtype=np.int64)
+    np.add.at(counts, key, 1)
+    return bool((counts <= 1).all())
+
+
+def assert_indexes_like_numpy(shape: tuple[int, ...], key: tuple, device: str) -> None:
+    """x[key] and x[key] = values (a tensor of the result's shape, and a scalar) against numpy, on ``device``
+    (float32: the data are small integers, exact in it)."""
+    arr = arange(shape, "float32")
+    expected = arr[key]
+    ekey = ember_key(key, device)
+    # vulkan has no nonzero kernel: boolean masks find their positions on the host
+    with em.fallback_policy("allow"):
+        got = em.asarray(arr, device=device)[ekey]
+        assert got.shape == expected.shape, key
+        assert np.array_equal(to_numpy(got.to_device("cpu")), expected), key
+        values = (np.arange(expected.size, dtype=np.float32) + 100).reshape(expected.shape)
+        for value in (values, 7.0):
+            t = em.asarray(arr, device=device)
+            t[ekey] = em.asarray(value, device=device) if isinstance(value, np.ndarray) else value
+            if written_once(shape, key) or not isinstance(value, np.ndarray):
+                reference = arr.copy()
+                reference[key] = value
+                assert np.array_equal(to_numpy(t.to_device("cpu")), reference), key
+
+
+ADVANCED_KEYS = {  # name: (shape, key) -- each a case numpy answers and ember refused or got wrong once
+    "tensor-then-ellipsis": ((3, 2, 2), (np.array([0, 2]), Ellipsis)),
+    "ellipsis-then-tensor": ((3, 2, 2), (Ellipsis, np.array([1, 0, 1]))),
+    "tensors-around-ellipsis": ((3, 2, 2), (np.array([0, 2]), Ellipsis, np.array([1, 1]))),
+    "ellipsis-of-no-dims-separates": ((4, 2, 3), (slice(None), np.array([0, 1]), Ellipsis, np.array([0, 2]))),
+    "empty-list": ((3, 2), ([],)),
+    "empty-list-second": ((3, 2), (slice(None), [])),
+    "empty-nested-list": ((3, 2), ([[]],)),
+    "empty-index": ((3, 2), (np.zeros((0,), np.int64),)),
+    "empty-index-with-int": ((3, 2), (np.zeros((0,), np.int64), 1)),
+    "empty-index-on-empty-slice": ((3, 2), (np.zeros((0,), np.int64), slice(0, 0))),
+    "index-on-empty-slice": ((3, 2), (slice(0, 0), np.array([0, 1]))),
+    "index-into-zero-size-dim": ((3, 0, 2), (np.array([2, 0]),)),
+    "index-of-shape-0x3": ((3, 2), (slice(None), np.zeros((0, 3), np.int64))),
+    "all-false-mask": ((3, 2), (np.zeros(3, bool),)),
+    "mask": ((3, 2), (np.array([True, False, True]),)),
+    "2d-mask-after-slice": ((2, 3, 2), (slice(None), np.array([[True, False], [False, False], [True, True]]))),
+    "0d-true": ((3, 2), (np.array(True),)),
+    "0d-false": ((3, 2), (np.array(False),)),
+    "0d-true-with-index": ((3, 2), (np.array(True), np.array([0, 1]))),
+    "0d-after-slice-with-index": ((3, 2), (slice(None), np.array(True), np.array([0, 1]))),
+    "0d-masks-across-ellipsis": ((3, 2), (np.array(True), Ellipsis, np.array(False))),
+    "none-then-0d": ((3, 2), (None, np.array(True))),
+    "bool-scalar-with-index": ((3, 2), (True, np.array([0, 1]))),
+    "index-slice-bool-scalar": ((3, 2), (np.array([0, 1]), slice(None), True)),
+    "two-bool-scalars": ((3, 1), (True, True)),
+    "int-and-bool-scalar-apart": ((2, 3), (0, slice(None), False)),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", sorted(ADVANCED_KEYS))
+def test_advanced_indexing_matches_numpy(name, device):
+    shape, key = ADVANCED_KEYS[name]
+    assert_indexes_like_numpy(shape, key, on_device(device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("shape", "mask_shape", "dims"), [
+    ((3, 2), (2,), "dim 0"), ((3, 2), (4,), "dim 0"), ((3, 2), (3, 1), "dims 0..1"), ((3, 2), (2, 3), "dims 0..1"),
+])
+def test_a_mask_must_have_the_shape_of_the_dims_it_covers(shape, mask_shape, dims, device):
+    device = on_device(device)
+    t = em.asarray(arange(shape, "float32"), device=device)
+    mask = em.asarray(np.ones(mask_shape, bool), device=device)
+    message = rf"shape {re.escape(str(mask_shape))} does not match {dims} .*shape {re.escape(str(shape))}"
+    with pytest.raises(em.IndexOutOfRangeError, match=message):
+        t[mask]
+    with pytest.raises(em.IndexOutOfRangeError, match=message):
+        t[mask] = 9.0
+    second = em.asarray(np.ones((3,), bool), device=device)  # covers dim 1, of size 2
+    with pytest.raises(em.IndexOutOfRangeError, match=r"does not match dim 1 "):
+        t[:, second]
+    assert np.array_equal(to_numpy(t.to_device("cpu")), arange(shape, "float32"))  # nothing written
+
+
+def test_integer_scalars_are_checked_even_where_the_result_is_empty():
+    t = em.asarray(arange((3, 2)))
+    for key in [(em.asarray(np.zeros((0,), np.int64)), 5), (em.asarray(np.zeros((0,), np.int64)), em.asarray(-3))]:
+        with pytest.raises(em.IndexOutOfRangeError, match="out of range"):
+            t[key]
+        with pytest.raises(em.IndexOutOfRangeError, match="out of range"):
+            t[key] = 1.0
+
+
+@st.composite
+def advanced_keys(draw, shape: tuple[int, ...]):
+    """A key mixing ints, slices, None, one ellipsis, integer arrays (and lists), boolean masks and
+    0-d booleans, every entry valid for ``shape``."""
+    key, dim, ellipsis = [], 0, False
+    while dim < len(shape) and draw(st.integers(0, 5)):
+        n = shape[dim]
+        kind = draw(st.sampled_from(["int", "slice", "none", "ellipsis", "array", "list", "mask", "bool0"]))
+        if kind == "int" and n:
+            key.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            key.append(draw(st.slices(n)))
+        elif kind == "none":
+            key.append(None)
+            continue
+        elif kind == "ellipsis" and not ellipsis:  # covers some dims; the rest are all spelled out
+            key.append(Ellipsis)
+            ellipsis = True
+            dim = draw(st.integers(dim, len(shape)))
+            continue
+        elif kind in ("array", "list"):
+            index_shape = draw(st.sampled_from([(), (0,), (1,), (2,), (2, 1)] if kind == "array" else [(0,), (2,)]))
+            index = draw(hnp.arrays(np.int64, index_shape, elements=st.integers(-n, n - 1))) if n else \
+                np.zeros((0,) * len(index_shape), np.int64)
+            key.append(index.tolist() if kind == "list" else index)
+        elif kind == "mask":
+            covered = shape[dim : dim + draw(st.integers(1, 2))]
+            key.append(draw(hnp.arrays(np.bool_, covered)))
+            dim += len(covered) - 1
+        elif kind == "bool0":
+            key.append(np.array(draw(st.booleans())) if draw(st.booleans()) else draw(st.booleans()))
+            continue
+        else:
+            continue
+        dim += 1
+    if ellipsis:
+        key += [slice(None)] * (len(shape) - dim)
+    assume(any(isinstance(k, (np.ndarray, list, bool)) for k in key))
+    return tuple(key)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@SETTINGS
+@given(data=st.data())
+def test_advanced_indexing_matches_numpy_on_random_keys(device, data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=3), label="shape")
+    key = data.draw(advanced_keys(shape), label="key")
+    try:
+        np.empty(shape)[key]
+    except IndexError:  # index arrays that do not broadcast together: ember's own test covers the error
+        assume(False)
+    assert_indexes_like_numpy(shape, key, on_device(device))
 
 
 # ---- reshape and friends -------------------------------------------------------------------------
