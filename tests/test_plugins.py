@@ -93,6 +93,129 @@ def test_broken_entry_point_does_not_break_import(tmp_path):
     assert "[2.0, 2.0, 2.0]" in out.stdout and "driver exploded" in out.stdout
 
 
+class _EntryPoint:
+    """An entry point of an installed distribution, as importlib.metadata lists them."""
+
+    def __init__(self, package, plugin, name=None):
+        self.name = name or getattr(plugin, "name", "plugin")
+        self.dist = type("Dist", (), {"name": package})()
+        self.plugin = plugin
+
+    def load(self):
+        if isinstance(self.plugin, Exception):
+            raise self.plugin
+        return self.plugin
+
+
+def _discovered(entry_points, monkeypatch):
+    """A fresh plugin manager that discovers exactly these entry points, in this order; what it
+    registered and refused, by name."""
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: list(entry_points))
+    manager = plugins.PluginManager()
+    manager.ensure_discovered()
+    owners = {device_type: b.package for device_type, b in manager.device_owner.items()}
+    backends = {name: b.package for name, b in manager.backends.items()}
+    broken = sorted((b.name, b.package, b.reason) for b in manager.broken.values())
+    return manager, (owners, backends, broken)
+
+
+_CPU = _EntryPoint("ember-cpu", _Variant(name="cpu", device_types=("cpu",)))
+_VULKAN = _EntryPoint("ember-vulkan", _Variant(name="vulkan", device_types=("vulkan",)))
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed"])
+def test_a_plugin_claiming_cpu_cannot_take_it_over(order, monkeypatch):
+    """ember-cpu keeps the cpu device type whatever the discovery order; the newcomer is listed
+    as broken with both packages and the way to add cpu kernels without claiming the device."""
+    rival = _EntryPoint("acme-cpu", _Variant(name="acmecpu", device_types=("cpu",)))
+    entries = [rival, _CPU] if order == "as listed" else [_CPU, rival]
+    manager, (owners, backends, broken) = _discovered(entries, monkeypatch)
+    assert owners == {"cpu": "ember-cpu"} and backends == {"cpu": "ember-cpu"}
+    ((name, package, reason),) = broken
+    assert (name, package) == ("acmecpu", "acme-cpu")
+    assert "acme-cpu claims the device type 'cpu', which belongs to ember-cpu" in reason
+    assert "[kernels.cpu]" in reason
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed"])
+def test_a_plugin_named_vulkan_neither_hides_nor_replaces_ember_vulkan(order, monkeypatch):
+    """A third-party plugin whose name is vulkan (even calling itself ember-vulkan in its
+    PluginInfo: the installed distribution is what counts) is refused and listed."""
+    rival = _EntryPoint("acme-gpu", _Variant(name="vulkan", device_types=("acmegpu",)), name="acmegpu")
+    entries = [rival, _VULKAN] if order == "as listed" else [_VULKAN, rival]
+    manager, (owners, backends, broken) = _discovered(entries, monkeypatch)
+    assert backends == {"vulkan": "ember-vulkan"} and owners == {"vulkan": "ember-vulkan"}
+    assert broken == [("vulkan", "acme-gpu", "acme-gpu claims the plugin name 'vulkan', which belongs to "
+                                             "ember-vulkan, ember's own package for it; rename the plugin "
+                                             "(PluginInfo.name), or uninstall acme-gpu")]
+    with pytest.raises(em.BackendUnavailableError, match="acme-gpu"):
+        manager.owner("acmegpu")
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed"])
+def test_two_third_party_claims_of_one_device_type_are_both_refused(order, monkeypatch):
+    first = _EntryPoint("acme-a", _Variant(name="npua", device_types=("npu",)))
+    second = _EntryPoint("acme-b", _Variant(name="npub", device_types=("npu",)))
+    entries = [first, second] if order == "as listed" else [second, first]
+    manager, (owners, backends, broken) = _discovered(entries, monkeypatch)
+    assert owners == {} and backends == {}
+    assert [(name, package) for name, package, _ in broken] == [("npua", "acme-a"), ("npub", "acme-b")]
+    assert all("acme-a and acme-b all claim the device type 'npu'" in reason for _, _, reason in broken)
+    with pytest.raises(em.BackendUnavailableError, match=r"\(acme-a\) is broken: acme-a and acme-b all claim"):
+        manager.owner("npu")
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed"])
+def test_two_third_party_plugins_of_one_name_are_both_listed(order, monkeypatch):
+    first = _EntryPoint("acme-a", _Variant(name="fast", device_types=()))
+    second = _EntryPoint("acme-b", _Variant(name="fast", device_types=()))
+    entries = [first, second] if order == "as listed" else [second, first]
+    manager, (_, backends, broken) = _discovered(entries, monkeypatch)
+    assert backends == {} and [package for _, package, _ in broken] == ["acme-a", "acme-b"]
+    assert sorted(manager.broken) == ["fast", "fast (acme-b)"]
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed"])
+def test_the_project_package_keeps_its_name_when_it_fails_to_load(order, monkeypatch):
+    own = _EntryPoint("ember-vulkan", ImportError("libvulkan.so.1: cannot open"), name="vulkan")
+    rival = _EntryPoint("acme-gpu", _Variant(name="vulkan", device_types=("vulkan",)), name="acmegpu")
+    entries = [rival, own] if order == "as listed" else [own, rival]
+    manager, (owners, backends, broken) = _discovered(entries, monkeypatch)
+    assert owners == {} and backends == {}
+    assert [(name, package) for name, package, _ in broken] == [("vulkan", "acme-gpu"), ("vulkan", "ember-vulkan")]
+    with pytest.raises(em.BackendUnavailableError, match=r"\(ember-vulkan\) is broken: import failed.*libvulkan"):
+        manager.owner("vulkan")
+
+
+def _takeover_package(tmp_path):
+    """An installed distribution acme-takeover whose plugin is ember-cpu's hooks under its own
+    package: it claims the plugin name cpu and the device type cpu."""
+    dist = tmp_path / "acme_takeover-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-takeover\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[ember.backends]\nacme = acme_takeover\n")
+    (tmp_path / "acme_takeover.py").write_text(
+        "from ember_cpu import plugin\n"
+        "globals().update({k: v for k, v in vars(plugin).items() if k.startswith('ember_')})\n")
+
+
+@pytest.mark.parametrize("where", ["insert(0, path)", "append(path)"], ids=["first", "last"])
+def test_cli_lists_the_refused_newcomer_with_both_packages(tmp_path, where):
+    _takeover_package(tmp_path)
+    code = (f"import sys; path = {str(tmp_path)!r}; sys.path.{where}\n"
+            "from ember_core.cli import main\n"
+            "main(['backends']); print('---'); main(['doctor'])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    listing, doctor = out.stdout.split("---")
+    assert re.search(r"^cpu +ember-cpu .* ok \(priority 0\)$", listing, re.M), listing
+    (row,) = [line for line in listing.splitlines() if "BROKEN" in line]
+    assert row.startswith("cpu ") and "acme-takeover claims the plugin name 'cpu', which belongs to ember-cpu" in row
+    assert "PASS  cpu" in doctor and "FAIL  plugin cpu (acme-takeover)" in doctor
+
+
 def test_two_backends_coexist_and_dispatch_by_device(toy):
     a = em.ones(4, device="toy")
     assert a.device == "toy"
@@ -269,7 +392,7 @@ def test_two_providers_for_one_device_by_priority_and_preference(fastadd, monkey
 def test_plans_made_before_a_plugin_arrives_are_forgotten(tmp_path):
     x = em.ones(4)
     x + x  # plans for add under the configuration's preferences...
-    with em.providers(exclude=["nothing"]):
+    with em.providers(exclude=["rocm"]):  # a setting of its own that changes nothing for cpu tensors
         x + x  # ...and under this block's
         manifest = tmp_path / "fastadd.toml"
         manifest.write_text('[plugin]\npriority = 10\n[kernels.cpu]\nadd = ["float32"]\n')
@@ -318,16 +441,16 @@ def test_a_providers_block_entered_every_step_reuses_its_plans():
     x = em.ones(3)
     sizes = []
     for _ in range(3):
-        with em.providers(exclude=["nothing"]):
+        with em.providers(exclude=["rocm"]):
             x + x
             em.sum(x)
         with em.trace_dispatch():   # a traced block's plans go when it ends
             x * x
         sizes.append(sum(len(cache) for cache in dispatch._plan_caches))
     assert sizes[0] == sizes[1] == sizes[2]
-    with em.providers(exclude=["nothing"]):
+    with em.providers(exclude=["rocm"]):
         first = dispatch.current()
-    with em.providers(exclude=["nothing"]):
+    with em.providers(exclude=["rocm"]):
         assert dispatch.current() is first
 
 

@@ -2,13 +2,16 @@
 
 ``import ember_core`` loads nothing; the first use of a device (or ``ember backends``) discovers the
 entry points in group ``ember.backends`` and registers each one in isolation: a plugin that raises
-on import, lacks a hook, was built for another ABI, ships a bad manifest or claims a device type
-already taken is recorded as broken with its reason, and every other plugin keeps working.
+on import, lacks a hook, was built for another ABI, ships a bad manifest or claims a plugin name or
+device type that another package claims too is recorded as broken with its reason, and every other
+plugin keeps working.  Contested claims are settled from all entry points at once, never by which
+came first on ``sys.path`` (see ``PROJECT_PACKAGES``).
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 import threading
 import traceback
@@ -34,6 +37,14 @@ ENTRY_POINT_GROUP = "ember.backends"
 ABI_MAJOR = 1  # must equal EMBER_ABI_MAJOR in include/ember.h (a test checks)
 ABI_MINOR = 0
 MAX_NDIM = 16  # EMBER_MAX_NDIM: dims a kernel descriptor holds; the core reshapes beyond it
+
+# The project's own distributions, by the plugin name and device type each provides.  When another
+# installed package claims one of these names or device types too, this table decides, not the
+# order of sys.path: the project's package keeps it (even when it failed to load) and the other
+# is listed as broken, so installing a plugin can neither take over nor hide ember-cpu or
+# ember-vulkan.  A vendor adding kernels for cpu tensors claims no device type (see
+# docs/writing-a-backend.md).
+PROJECT_PACKAGES = {name: f"ember-{name}" for name in ("cpu", "xnnpack", "vulkan", "cuda", "rocm")}
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,21 @@ class BrokenPlugin:
     name: str
     package: str | None
     reason: str
+    device_types: tuple[str, ...] = ()  # those it claims, when it got as far as saying
+
+
+@dataclass
+class _Candidate:
+    """A plugin that imported and said who it is: what it claims, before anything is registered."""
+
+    module: Any
+    hooks: dict[str, Callable[..., Any]]
+    info: PluginInfo
+    package: str | None  # the distribution that installed it (None: registered directly)
+
+    @property
+    def label(self) -> str:
+        return self.package or self.info.package or f"ember-{self.info.name}"
 
 
 class PluginManager:
@@ -111,6 +137,7 @@ class PluginManager:
         self.pm = pluggy.PluginManager("ember")
         self.pm.add_hookspecs(hookspecs)
         self.backends: dict[str, Backend] = {}
+        # by plugin name; a second broken plugin of one name is keyed "name (package)"
         self.broken: dict[str, BrokenPlugin] = {}
         self.device_owner: dict[str, Backend] = {}
         self._discovered = False
@@ -127,16 +154,27 @@ class PluginManager:
                 return
             import importlib.metadata  # here, not at import: ~15 ms that `import ember_core` need not pay
 
-            for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            entry_points = sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=_discovery_order)
+            installed = {_distribution(ep) for ep in entry_points}
+            candidates = []
+            for ep in entry_points:
                 package = ep.dist.name if ep.dist is not None else None
-                if ep.name in self.backends or ep.name in self.broken:
-                    continue
                 try:
                     module = ep.load()
                 except Exception as exc:  # any failure of third-party code is isolated
                     self._mark_broken(ep.name, package, f"import failed: {_describe(exc)}")
                     continue
-                self._register_isolated(module, package=package, fallback_name=ep.name)
+                try:
+                    candidates.append(self._identify(module, package))
+                except Exception as exc:
+                    self._mark_broken(ep.name, package, _describe(exc))
+            refused = _contested_claims(candidates, installed)
+            for candidate in candidates:
+                reason = refused.get(id(candidate))
+                if reason is None:
+                    self._register_isolated(candidate)
+                else:
+                    self._mark_broken(candidate.info.name, candidate.label, reason, candidate.info.device_types)
             self._discovered = True
             self._changed()
 
@@ -148,7 +186,7 @@ class PluginManager:
         """
         with self._lock:
             self.ensure_discovered()
-            backend = self._register(module, package=None)
+            backend = self._register(self._identify(module, None))
             self._changed()
             return backend
 
@@ -176,25 +214,29 @@ class PluginManager:
         for callback in self._listeners:
             callback()
 
-    def _mark_broken(self, name: str, package: str | None, reason: str) -> None:
-        self.broken[name] = BrokenPlugin(name, package, reason)
+    def _mark_broken(self, name: str, package: str | None, reason: str, device_types: tuple[str, ...] = ()) -> None:
+        key = name if name not in self.broken and name not in self.backends else f"{name} ({package})"
+        self.broken[key] = BrokenPlugin(name, package, reason, device_types)
 
-    def _register(self, module: Any, *, package: str | None) -> Backend:
-        backend = self._validate(module, package)
-        self.pm.register(module, name=backend.name)
+    def _register(self, candidate: _Candidate) -> Backend:
+        backend = self._validate(candidate)
+        self.pm.register(candidate.module, name=backend.name)
         self.backends[backend.name] = backend
         for device_type in backend.info.device_types:
             self.device_owner[device_type] = backend
         return backend
 
-    def _register_isolated(self, module: Any, *, package: str | None, fallback_name: str) -> None:
+    def _register_isolated(self, candidate: _Candidate) -> None:
         try:
-            self._register(module, package=package)
+            self._register(candidate)
         except Exception as exc:  # third-party code: whatever it raises is recorded, not propagated
-            name = getattr(exc, "plugin_name", None) or fallback_name
-            self._mark_broken(name, package, _describe(exc))
+            self._mark_broken(candidate.info.name, candidate.label, _describe(exc), candidate.info.device_types)
 
-    def _validate(self, module: Any, package: str | None) -> Backend:
+    @staticmethod
+    def _identify(module: Any, package: str | None) -> _Candidate:
+        """The plugin's hooks and its PluginInfo; ``package``, the installed distribution, replaces
+        the package the plugin names itself: it is what ``pip uninstall`` takes, and what decides
+        a contested claim."""
         hooks = _collect_hooks(module)
         missing = [h for h in REQUIRED_HOOKS if h not in hooks]
         if missing:
@@ -202,9 +244,12 @@ class PluginManager:
         info = hooks["ember_plugin_info"]()
         if not isinstance(info, PluginInfo):
             raise PluginError(f"{package or module!r}: ember_plugin_info must return ember_core.plugins.PluginInfo")
-        if package and info.package is None:
+        if package:
             info = PluginInfo(**{**info.__dict__, "package": package})
-        label = info.package or f"ember-{info.name}"
+        return _Candidate(module, hooks, info, package)
+
+    def _validate(self, candidate: _Candidate) -> Backend:
+        module, hooks, info, label = candidate.module, candidate.hooks, candidate.info, candidate.label
         vendor_ops: list[str] = []
         try:
             _check_abi(info, label)
@@ -230,13 +275,11 @@ class PluginManager:
                     vendor_ops += load_vendor_file(str(path))
             manifest = load_manifest(info.manifest, label)
             _check_hook_signatures(self.pm, module, label)
-        except Exception as exc:
+        except Exception:
             if vendor_ops:  # a plugin that is not registered leaves no ops behind
                 from ember_core.ops import unload_vendor_ops
 
                 unload_vendor_ops(vendor_ops)
-            if isinstance(exc, PluginError):
-                exc.plugin_name = info.name  # type: ignore[attr-defined]
             raise
         return Backend(info=info, module=module, manifest=manifest, hooks=hooks, vendor_ops=vendor_ops)
 
@@ -248,7 +291,7 @@ class PluginManager:
         if backend is not None:
             return backend
         for broken in self.broken.values():
-            if broken.name == device_type:
+            if device_type == broken.name or device_type in broken.device_types:
                 raise BackendUnavailableError(f"the {device_type!r} backend ({broken.package}) is broken: "
                                               f"{broken.reason}")
         known = ", ".join(sorted(self.device_owner)) or "none"
@@ -267,6 +310,50 @@ class PluginManager:
         """Call an optional hook on every plugin that implements it."""
         self.ensure_discovered()
         return getattr(self.pm.hook, hook)(**kwargs)
+
+
+def _normalized(package: str) -> str:
+    """A distribution name as PEP 503 compares them (ember_cpu, Ember.CPU and ember-cpu are one)."""
+    return re.sub(r"[-_.]+", "-", package).lower()
+
+
+def _distribution(ep: Any) -> str | None:
+    """The normalized name of the distribution that installed an entry point."""
+    return _normalized(ep.dist.name) if ep.dist is not None else None
+
+
+def _discovery_order(ep: Any) -> tuple[bool, str, str]:
+    """The project's packages first, then by package and entry-point name: what is listed as broken
+    under which key never depends on sys.path."""
+    package = _distribution(ep) or ""
+    return package not in PROJECT_PACKAGES.values(), package, ep.name
+
+
+def _contested_claims(candidates: list[_Candidate], installed: set[str | None]) -> dict[int, str]:
+    """Why each candidate claiming a plugin name or device type that another claims too is refused
+    (by id).  Decided from every claim at once: the project's package for a name or device type
+    (PROJECT_PACKAGES) keeps it whenever it is installed, even broken; between other claimants,
+    none gets it."""
+    claims: dict[tuple[str, str], list[_Candidate]] = {}
+    for candidate in candidates:
+        info = candidate.info
+        for claim in (("plugin name", info.name), *(("device type", t) for t in info.device_types)):
+            claims.setdefault(claim, []).append(candidate)
+    refused: dict[int, str] = {}
+    for (what, value), claimants in claims.items():
+        owner = PROJECT_PACKAGES.get(value)
+        if owner in installed:
+            fix = (f"a package adding kernels for {value} tensors claims no device type and lists them under "
+                   f"[kernels.{value}] in its manifest (docs/writing-a-backend.md)" if what == "device type"
+                   else "rename the plugin (PluginInfo.name)")
+            for rival in (c for c in claimants if _normalized(c.package or "") != owner):
+                refused.setdefault(id(rival), f"{rival.label} claims the {what} {value!r}, which belongs to "
+                                              f"{owner}, ember's own package for it; {fix}, or uninstall {rival.label}")
+        elif len(claimants) > 1:
+            packages = " and ".join(c.label for c in claimants)
+            for rival in claimants:
+                refused.setdefault(id(rival), f"{packages} all claim the {what} {value!r}; uninstall all but one")
+    return refused
 
 
 def _collect_hooks(module: Any) -> dict[str, Callable[..., Any]]:
