@@ -192,7 +192,9 @@ SAMPLES: dict[str, list[Case]] = {
     "views.as_strided": [case(lambda x: call("views.as_strided", x, (3, 2), (1, 2), 1), ((8,), "any")),  # overlap
                          case(lambda x: call("views.as_strided", x, (2, 2), (0, 3), 0), ((2, 3), "any"))],
     "views.basic_view": [case(lambda x: call("views.basic_view", x, (slice(None, None, -2), 1)), ((3, 2), "any")),
-                         case(lambda x: call("views.basic_view", x, (None, Ellipsis, 0)), ((2, 3), "any"))],
+                         case(lambda x: call("views.basic_view", x, (None, Ellipsis, 0)), ((2, 3), "any")),
+                         case(lambda x: call("views.basic_view", em.broadcast_to(x, (3, 2)), (slice(1, None), 0)),
+                              ((2,), "any"))],  # of a broadcast: a view whose elements repeat
 }
 
 
@@ -257,6 +259,40 @@ def test_prod_with_zeros_is_exact():
     np.testing.assert_allclose(np.asarray(x.grad), [[6, 0, 0], [0, 0, 0]])
 
 
+# ---- gradients through views whose elements repeat (stride 0) or skip (strides) ---------------------
+# A view of a broadcast tensor holds one storage element at many places; its gradient must be found
+# among the view's own elements, not in the storage (that summed the repeats once more: 10x).
+
+REPEATING_VIEWS = {
+    "broadcast-rows-by-index": ((3,), lambda x: em.broadcast_to(x, (4, 3))[em.asarray([0, 1]), :]),
+    "broadcast-sliced": ((3,), lambda x: em.broadcast_to(x, (4, 3))[1:, ::2]),
+    "broadcast-int": ((3,), lambda x: em.broadcast_to(x, (4, 3))[2]),
+    "broadcast-column-by-index": ((3,), lambda x: em.broadcast_to(x[:, None], (3, 4))[em.asarray([2, 0, 2]), 1:]),
+    "broadcast-mask": ((2, 1), lambda x: em.broadcast_to(x, (2, 3))[em.asarray([[True, False, True],
+                                                                               [False, True, True]])]),
+    "broadcast-ellipsis-index": ((1, 3), lambda x: em.broadcast_to(x, (2, 2, 3))[..., em.asarray([0, 2, 2])]),
+    "transposed-broadcast": ((3, 2), lambda x: em.broadcast_to(x.mT[None], (2, 2, 3))[:, em.asarray([1, 0]), ::-1]),
+    "strided-by-index": ((4, 6), lambda x: x[::2, 1::2][em.asarray([1, 0, 1])]),
+    "flipped-0d-mask": ((2, 3), lambda x: x[::-1, None][em.asarray(True), :, 1:]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATING_VIEWS))
+def test_gradients_through_repeating_and_strided_views(name):
+    shape, fn = REPEATING_VIEWS[name]
+    x = em.asarray(np.random.default_rng(3).standard_normal(shape)).requires_grad_()
+    assert autograd.gradcheck(lambda t: fn(t) * fn(t), [x])  # squared: the gradient depends on x too
+
+
+def test_indexing_a_broadcast_view_counts_each_selected_element_once():
+    x = em.asarray(np.ones(10)).requires_grad_()
+    em.sum(em.broadcast_to(x, (10, 10))[em.asarray([0, 1]), :]).backward()
+    np.testing.assert_array_equal(np.asarray(x.grad), np.full(10, 2.0))
+    x.grad = None
+    em.sum(em.broadcast_to(x, (10, 10))[:, 0:2]).backward()
+    np.testing.assert_array_equal(np.asarray(x.grad), [10, 10] + [0] * 8)
+
+
 # ---- second derivatives ------------------------------------------------------------------------
 
 GRADGRAD = {
@@ -267,6 +303,7 @@ GRADGRAD = {
     "take": ("take", 0), "where": ("where", 0), "reshape": ("views.reshape", 1),
     "permute": ("views.permute_dims", 0), "broadcast": ("views.broadcast_to", 0),
     "as_strided": ("views.as_strided", 0), "basic_view": ("views.basic_view", 0), "concat": ("concat", 0),
+    "basic_view-of-broadcast": ("views.basic_view", 2),
 }
 
 

@@ -256,10 +256,9 @@ def take_grad(grad: Tensor, x: Tensor, indices: Tensor, axis: Any) -> Tensor:
     from ember_core.creation import zeros
 
     ops = _ops()
-    a = 0 if axis is None else axis % x.ndim
     with no_grad():
         out = zeros(x._shape, dtype=grad._dtype, device=grad._device)
-        ops.index_put(out, indices, grad, axis=a, accumulate=True)
+        ops.index_put(out, indices, grad, axis=0 if axis is None else axis, accumulate=True)
     return _linear("take_backward", out, grad, lambda gg: ops.take(gg, indices, axis=axis))
 
 
@@ -321,12 +320,12 @@ HELPERS: dict[str, Any] = {
 
 def _namespace() -> dict[str, Any]:
     from ember_core import views
-    from ember_core.autograd.storage_grad import layout, restride
+    from ember_core.autograd.storage_grad import basic_view_grad, layout, restride
     from ember_core.ops import _EXPRESSION_GLOBALS
 
     return {**_EXPRESSION_GLOBALS, "reshape": views.reshape, "permute_dims": views.permute_dims,
             "expand_dims": views.expand_dims, "broadcast_to": views.broadcast_to, "flip_view": views.flip_view,
-            "restride": restride, "layout": layout, **HELPERS}
+            "restride": restride, "layout": layout, "basic_view_grad": basic_view_grad, **HELPERS}
 
 
 _NAMESPACE: dict[str, Any] = {}

@@ -11,6 +11,7 @@ gradient is the incoming one with the written region zeroed, the written value's
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ember_core import dtypes as dt
@@ -69,6 +70,19 @@ def restride(g: Tensor, src: Layout, dst: Layout) -> Tensor:
     """Move a gradient laid out as ``src`` onto the layout ``dst`` of the same storage."""
     n = extent(src, dst)
     return gather(scatter(g, positions(src, n, g._device), n), positions(dst, n, g._device))
+
+
+def basic_view_grad(g: Tensor, x: Any, key: Any) -> Tensor:
+    """x's gradient from the gradient g of its view x[key]: g added where the view's elements sit
+    among x's own elements.  Found in x's element order, not its storage's: a broadcast x holds one
+    storage element at many places, and a gradient through the storage would sum over them there,
+    before the broadcast's own gradient sums them again."""
+    from ember_core.creation import arange
+    from ember_core.views import RAW
+
+    n = math.prod(x.shape)
+    selected = RAW["basic_view"](arange(n, dtype=dt.int64, device=g._device).reshape(x.shape), key)
+    return scatter(g, selected, n).reshape(x.shape)
 
 
 # ---- in-place writes ---------------------------------------------------------------------------
