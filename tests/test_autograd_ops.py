@@ -259,6 +259,20 @@ def test_prod_with_zeros_is_exact():
     np.testing.assert_allclose(np.asarray(x.grad), [[6, 0, 0], [0, 0, 0]])
 
 
+def test_logaddexp_gradient_is_stable_and_matches_torch_at_extremes():
+    torch = pytest.importorskip("torch")
+    inf = np.inf
+    x1 = np.array([1e20, -1e20, 1e308, 800.0, inf, inf, -inf, inf, 1.0, 3.0, -800.0])
+    x2 = np.array([1e20, -1e20, 1e308, 800.0, inf, 1.0, -inf, -inf, inf, -1.0, -800.0])
+    ours = [em.asarray(v).requires_grad_() for v in (x1, x2)]
+    theirs = [torch.from_numpy(v.copy()).requires_grad_() for v in (x1, x2)]
+    em.logaddexp(*ours).sum().backward()
+    torch.logaddexp(*theirs).sum().backward()
+    for e, t in zip(ours, theirs):
+        np.testing.assert_allclose(np.asarray(e.grad), t.grad.numpy(), rtol=1e-15, atol=0, equal_nan=True)
+    np.testing.assert_array_equal(np.asarray(ours[0].grad)[:4], 0.5)  # equal inputs share the gradient
+
+
 # ---- gradients through views whose elements repeat (stride 0) or skip (strides) ---------------------
 # A view of a broadcast tensor holds one storage element at many places; its gradient must be found
 # among the view's own elements, not in the storage (that summed the repeats once more: 10x).
