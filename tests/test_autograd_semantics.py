@@ -289,6 +289,35 @@ def test_hook_on_non_leaf_replaces_the_gradient_passed_on():
     np.testing.assert_allclose(grad_of(x), [2, 2])
 
 
+@pytest.mark.parametrize("on", ["leaf", "non-leaf"])
+@pytest.mark.parametrize(("returned", "error", "message"), [
+    (lambda g: em.ones((2,), dtype=em.float64), em.ShapeError, r"returned one of shape \(2,\)"),
+    (lambda g: em.ones((1, 3), dtype=em.float64), em.ShapeError, r"returned one of shape \(1, 3\)"),
+    (lambda g: 3.0, em.DTypeError, "returned an object of type float"),
+    (lambda g: np.ones(3), em.DTypeError, "returned an object of type ndarray"),
+    (lambda g: g.astype(em.float32), em.DTypeError, "returned one of dtype float32"),
+], ids=["shorter", "broadcastable", "float", "ndarray", "float32"])
+def test_a_hook_must_return_none_or_a_gradient_of_the_same_kind(on, returned, error, message):
+    """As in PyTorch, a hook may not change the gradient's shape or type (it used to become .grad)."""
+    x = leaf([1.0, 2.0, 3.0])
+    y = x * 2
+    (x if on == "leaf" else y).register_hook(returned)
+    owner = "a leaf" if on == "leaf" else "output 0 of multiply"
+    with pytest.raises(error, match=f"hook '<lambda>' on {owner} \\(gradient of shape \\(3,\\), float64.*{message}"):
+        (y * y).sum().backward()
+    assert x.grad is None
+
+
+def test_a_hook_may_not_move_the_gradient_to_another_device():
+    from test_views_indexing import on_device
+
+    device = on_device("vulkan")
+    x = em.asarray(np.array([1.0, 2.0], np.float32)).requires_grad_()
+    x.register_hook(lambda g: g.to_device(device))
+    with pytest.raises(em.DeviceError, match="returned one on vulkan:0"):
+        (x * 2).sum().backward()
+
+
 def test_hooks_need_requires_grad():
     with pytest.raises(RuntimeError, match="require grad"):
         em.asarray(np.ones(2)).register_hook(lambda g: g)
@@ -471,6 +500,23 @@ def test_backward_inputs_restricts_accumulation():
     (x * w).sum().backward(inputs=[w])
     assert x.grad is None
     np.testing.assert_allclose(grad_of(w), [1])
+
+
+def test_backward_inputs_outside_the_graph():
+    """PyTorch's answers: a tensor that requires grad but is not in the graph keeps .grad None; one that
+    does not require grad, a non-tensor and an empty list are errors (one was a bare AssertionError)."""
+    x, unrelated = leaf([1.0, 2.0]), leaf([5.0])
+    (x * 2).sum().backward(inputs=[unrelated])
+    assert unrelated.grad is None and x.grad is None
+    (x * 2).sum().backward(inputs=[unrelated * 3])  # nor a non-leaf outside the graph
+    assert x.grad is None
+    with pytest.raises(RuntimeError, match=r"must be a tensor that requires grad; this one \(shape \(1,\)\)"):
+        (x * 2).sum().backward(inputs=[em.asarray(np.ones(1))])
+    with pytest.raises(TypeError, match="must be an ember tensor, got float"):
+        (x * 2).sum().backward(inputs=[3.0])
+    with pytest.raises(RuntimeError, match=r"backward\(inputs=\[\]\)"):
+        (x * 2).sum().backward(inputs=[])
+    assert x.grad is None
 
 
 # ---- threads -----------------------------------------------------------------------------------

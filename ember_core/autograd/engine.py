@@ -19,6 +19,7 @@ from typing import Any
 from ember_core import dtypes as dt
 from ember_core.autograd.grad_mode import _ModeSwitch
 from ember_core.autograd.graph import AccumulateGrad, Edge, Node, edge_of
+from ember_core.errors import DeviceError, DTypeError, ShapeError
 from ember_core.tensor import Tensor
 
 
@@ -101,11 +102,8 @@ def _run(roots: list[Edge], grads: list[Tensor], retain_graph: bool, create_grap
         buf = buffers.pop(node)
         if node.pre_hooks:
             for nr, hooks in node.pre_hooks.items():
-                for hook in hooks:
-                    if nr < len(buf) and buf[nr] is not None:
-                        replaced = hook(buf[nr])
-                        if replaced is not None:
-                            buf[nr] = replaced
+                if nr < len(buf) and buf[nr] is not None:
+                    buf[nr] = _run_hooks(hooks, buf[nr], f"output {nr} of {node.name}")
         if node.retained:
             for nr, ref in node.retained:
                 t = ref()
@@ -149,7 +147,7 @@ def _accumulate(node: AccumulateGrad, grad: Tensor | None, create_graph: bool) -
         return
     leaf = node.leaf
     if leaf._autograd is not None and leaf._autograd.hooks:
-        grad = _run_hooks(leaf._autograd.hooks, grad)
+        grad = _run_hooks(leaf._autograd.hooks, grad, "a leaf")
     if create_graph:
         leaf.grad = grad if leaf.grad is None else leaf.grad + grad
         return
@@ -164,11 +162,25 @@ def _accumulate(node: AccumulateGrad, grad: Tensor | None, create_graph: bool) -
     leaf.grad.grad_fn = None
 
 
-def _run_hooks(hooks: list[Any], grad: Tensor) -> Tensor:
+def _run_hooks(hooks: list[Any], grad: Tensor, owner: str) -> Tensor:
+    """Each hook in turn on the gradient of ``owner`` (words for the tensor it is registered on);
+    one that returns a tensor replaces the gradient, which must keep its shape, dtype and device."""
     for hook in hooks:
         replaced = hook(grad)
-        if replaced is not None:
-            grad = replaced
+        if replaced is None:
+            continue
+        what = (f"hook {getattr(hook, '__name__', repr(hook))!r} on {owner} (gradient of shape {grad._shape}, "
+                f"{grad._dtype.name}, on {grad._device}) returned")
+        must = "a hook returns None or a tensor of its gradient's shape, dtype and device"
+        if not isinstance(replaced, Tensor):
+            raise DTypeError(f"{what} an object of type {type(replaced).__name__}: {must}")
+        if replaced._shape != grad._shape:
+            raise ShapeError(f"{what} one of shape {replaced._shape}: {must}")
+        if replaced._dtype is not grad._dtype:
+            raise DTypeError(f"{what} one of dtype {replaced._dtype.name}: {must} (cast with .astype())")
+        if replaced._device is not grad._device:
+            raise DeviceError(f"{what} one on {replaced._device}: {must} (move it with .to_device())")
+        grad = replaced
     return grad
 
 
@@ -220,6 +232,10 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
         run_backward(roots, grads, retain_graph=retain, create_graph=create_graph)
         return
     inputs = as_tensor_list(inputs)
+    if not inputs:
+        raise RuntimeError("backward(inputs=[]) accumulates into nothing: pass the tensors whose .grad to fill, "
+                           "or leave inputs out to fill every leaf's")
+    _check_inputs(inputs, "backward(inputs=...)")
     captured = run_backward(roots, grads, retain_graph=retain, create_graph=create_graph,
                             capture=[_edge(t) for t in inputs])
     assert captured is not None
@@ -233,9 +249,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     """The gradients of ``outputs`` with respect to ``inputs``, returned (no ``.grad`` is touched)."""
     outs, ins = as_tensor_list(outputs), as_tensor_list(inputs)
     _check_outputs(outs)
-    for t in ins:
-        if not isinstance(t, Tensor) or not t._requires_grad:
-            raise RuntimeError("every input of grad() must be a tensor that requires grad")
+    _check_inputs(ins, "grad()")
     grads = initial_gradients(outs, None if grad_outputs is None else as_tensor_list(grad_outputs))
     retain = create_graph if retain_graph is None else retain_graph
     captured = run_backward([_edge(o) for o in outs], grads, retain_graph=retain, create_graph=create_graph,
@@ -265,6 +279,15 @@ def _check_outputs(outputs: list[Tensor]) -> None:
                 "this tensor does not require grad and has no grad_fn: none of its inputs required grad (set "
                 "requires_grad=True on the leaves), or it was computed under no_grad()"
             )
+
+
+def _check_inputs(inputs: list[Any], where: str) -> None:
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"every input of {where} must be an ember tensor, got {type(t).__name__}")
+        if not t._requires_grad:
+            raise RuntimeError(f"every input of {where} must be a tensor that requires grad; this one (shape "
+                               f"{t._shape}) does not: set requires_grad=True on it before computing the outputs")
 
 
 def _edge(t: Tensor) -> Edge:
