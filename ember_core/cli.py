@@ -57,10 +57,12 @@ def _doctor_device(device: Any) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    from ember_core import dispatch
     from ember_core.device import Device
     from ember_core.plugins import MANAGER
 
     MANAGER.ensure_discovered()
+    dispatch.current()  # a bad setting fails every op: say so once (main), rather than FAIL per device
     failures = 0
     for device_type, backend in sorted(MANAGER.device_owner.items()):
         count = backend.hooks["ember_device_count"](device_type=device_type)
@@ -106,7 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--epochs", type=int, default=None, help="training epochs (default: 10)")
     demo.add_argument("--seed", type=int, default=0, help="seed for the weights, the split and the shuffling")
     args = parser.parse_args(argv)
-    return {"backends": _backends, "doctor": _doctor, "demo": _demo}[args.command](args)
+    from ember_core.errors import ConfigError
+
+    try:
+        return {"backends": _backends, "doctor": _doctor, "demo": _demo}[args.command](args)
+    except ConfigError as exc:
+        print(f"ember: configuration error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

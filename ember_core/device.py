@@ -34,7 +34,7 @@ class Device:
         return f"device({str(self)!r})"
 
     def __str__(self) -> str:
-        return self.type if self.type == "cpu" else f"{self.type}:{self.index}"
+        return self.type if self.type == "cpu" and self.index == 0 else f"{self.type}:{self.index}"
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
@@ -114,5 +114,8 @@ def default_device() -> Device:
 
 
 def set_default_device(device: Any) -> None:
-    """Where creation functions put tensors when no ``device=`` is given (per thread)."""
-    _default.device = as_device(device)
+    """Where creation functions put tensors when no ``device=`` is given (per thread).  The device
+    must be usable now: BackendUnavailableError says why not here, not at some later creation."""
+    device = as_device(device)
+    device.backend  # noqa: B018  (resolves the plugin and checks the index, or raises with the fix)
+    _default.device = device

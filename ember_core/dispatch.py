@@ -11,8 +11,13 @@ in the working directory or at ``$EMBER_CONFIG``::
     exclude = []
     fallback = "warn"
 
-The configuration is read once per process (on first use).  Decisions are cached per (op, device
-type, dtype, preferences); the caches are dropped whenever plugins are (un)registered.
+The configuration is read once per process (on first use), and every value is checked there: a
+setting ember cannot use raises ConfigError naming its source (a misspelled provider name, a lone
+string where a list belongs, an unknown policy), instead of being ignored or failing later.
+Provider names must name a plugin: an installed one (broken ones included) or one of ember's own
+(``PROJECT_PACKAGES``: cpu, xnnpack, vulkan, cuda, rocm, installed or not, so that one setting
+serves every machine).  Decisions are cached per (op, device type, dtype, preferences); the caches
+are dropped whenever plugins are (un)registered.
 
 A kernel may decline a call whose parameters it does not support by returning ``NotImplemented``;
 the next provider in rank order then runs it (``Choice.next``), down to the composite or the
@@ -27,13 +32,13 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ember_core.errors import EmberError, UnsupportedOpError
-from ember_core.plugins import MANAGER, Backend
+from ember_core.errors import ConfigError, UnsupportedOpError
+from ember_core.plugins import MANAGER, PROJECT_PACKAGES, Backend
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,25 +94,81 @@ class Choice:
     next: Choice | None = None
 
 
+_DISPATCH_KEYS = ("prefer", "exclude", "fallback")
+
+
 def _read_config() -> Preferences:
-    path = Path(os.environ.get("EMBER_CONFIG", "ember.toml"))
-    data: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text()).get("dispatch", {})
-        except tomllib.TOMLDecodeError as exc:
-            raise EmberError(f"{path}: not valid TOML: {exc}") from None
-    prefer = list(data.get("prefer", ()))
-    exclude = set(data.get("exclude", ()))
-    fallback = data.get("fallback", "warn")
+    """ember.toml's [dispatch] table, then the environment over it, each value checked as it is read."""
+    table, where = _config_table()
+    prefer = _name_list(table.get("prefer", []), f"{where} prefer")
+    exclude = _name_list(table.get("exclude", []), f"{where} exclude")
+    fallback, fallback_source = table.get("fallback", "warn"), f"{where} fallback"
     env = os.environ.get("EMBER_PROVIDERS")
     if env:
-        prefer = [n for n in (x.strip() for x in env.split(",")) if n and not n.startswith("-")]
-        exclude |= {n[1:] for n in (x.strip() for x in env.split(",")) if n.startswith("-")}
-    fallback = os.environ.get("EMBER_FALLBACK", fallback)
-    if fallback not in POLICIES:
-        raise EmberError(f"fallback policy {fallback!r} (from {path} or EMBER_FALLBACK) must be one of {POLICIES}")
-    return preferences(tuple(prefer), frozenset(exclude), fallback)
+        entries = [x.strip() for x in env.split(",")]
+        if "" in entries or "-" in entries:
+            raise ConfigError(f"EMBER_PROVIDERS={env!r} has an empty entry; write plugin names separated by "
+                              f"commas, '-name' to exclude one, e.g. EMBER_PROVIDERS=xnnpack,cpu,-vulkan")
+        prefer = tuple(n for n in entries if not n.startswith("-"))
+        exclude += tuple(n[1:] for n in entries if n.startswith("-"))
+        _check_names((*prefer, *exclude), f"EMBER_PROVIDERS={env!r}")
+    if "EMBER_FALLBACK" in os.environ:
+        fallback, fallback_source = os.environ["EMBER_FALLBACK"], "EMBER_FALLBACK"
+    _check_policy(fallback, fallback_source)
+    return preferences(prefer, frozenset(exclude), fallback)
+
+
+def _config_table() -> tuple[dict[str, Any], str]:
+    """The [dispatch] table of ember.toml (in the working directory, or at $EMBER_CONFIG, which
+    must then exist) and how messages name it."""
+    explicit = os.environ.get("EMBER_CONFIG")
+    path = Path(explicit or "ember.toml")
+    where = f"{path} [dispatch]"
+    if not path.is_file():
+        if explicit:
+            raise ConfigError(f"EMBER_CONFIG={explicit!r}: no such file; point it at an ember.toml, or unset it")
+        return {}, where
+    try:
+        table = tomllib.loads(path.read_text()).get("dispatch", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it as TOML: {exc}") from None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: 'dispatch' must be a table ([dispatch] with keys {', '.join(_DISPATCH_KEYS)})")
+    unknown = sorted(set(table) - set(_DISPATCH_KEYS))
+    if unknown:
+        raise ConfigError(f"{where} has unknown keys {unknown}; the keys are {', '.join(_DISPATCH_KEYS)}")
+    return table, where
+
+
+def _name_list(value: Any, source: str) -> tuple[str, ...]:
+    """A TOML list of plugin names (a lone string is refused: it would be read as its letters)."""
+    if not isinstance(value, list):
+        raise ConfigError(f"{source} must be a list of plugin names, e.g. [\"xnnpack\"]; got {value!r}")
+    _check_names(value, source)
+    return tuple(value)
+
+
+def _check_names(names: Iterable[Any], source: str) -> None:
+    """Every name a string naming a plugin: an installed one (broken ones too) or one of ember's own."""
+    names = list(names)
+    wrong = [n for n in names if not isinstance(n, str) or not n]
+    if wrong:
+        raise ConfigError(f"{source}: provider names are plugin names (non-empty strings), got {wrong!r}")
+    MANAGER.ensure_discovered()
+    unknown = [n for n in names if n not in MANAGER.backends]
+    if not unknown:
+        return
+    known = {*MANAGER.backends, *(b.name for b in MANAGER.broken.values()), *PROJECT_PACKAGES}
+    unknown = [n for n in unknown if n not in known]
+    if unknown:
+        raise ConfigError(f"{source}: no plugin is named {', '.join(map(repr, unknown))}; the names are "
+                          f"{', '.join(sorted(known))} (installed: {', '.join(sorted(MANAGER.backends)) or 'none'}; "
+                          f"see ember backends)")
+
+
+def _check_policy(policy: Any, source: str) -> None:
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise ConfigError(f"{source}: {policy!r} is not a fallback policy; use one of {', '.join(POLICIES)}")
 
 
 _interned: dict[tuple[Any, ...], Preferences] = {}
@@ -170,19 +231,30 @@ def _preferring(prefs: Preferences) -> Iterator[None]:
 
 @contextlib.contextmanager
 def providers(prefer: Any = (), exclude: Any = ()) -> Iterator[None]:
-    """Prefer (in order) or exclude providers by plugin name inside a ``with`` block."""
+    """Prefer (in order) or exclude providers by plugin name inside a ``with`` block: a name, or an
+    iterable of names."""
     old = current()
-    prefer = (prefer,) if isinstance(prefer, str) else tuple(prefer)
-    exclude = (exclude,) if isinstance(exclude, str) else tuple(exclude)
+    prefer, exclude = _names_argument(prefer, "prefer"), _names_argument(exclude, "exclude")
     with _preferring(preferences(prefer, frozenset(exclude) | old.exclude, old.fallback, old.trace)):
         yield
+
+
+def _names_argument(value: Any, argument: str) -> tuple[str, ...]:
+    source = f"providers({argument}=...)"
+    if isinstance(value, str):
+        value = (value,)
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise ConfigError(f"{source} takes a plugin name or an iterable of them, got {value!r}") from None
+    _check_names(names, source)
+    return names
 
 
 @contextlib.contextmanager
 def fallback_policy(policy: str) -> Iterator[None]:
     """``error`` | ``warn`` (once per op) | ``allow`` inside a ``with`` block."""
-    if policy not in POLICIES:
-        raise ValueError(f"fallback policy must be one of {POLICIES}, got {policy!r}")
+    _check_policy(policy, "fallback_policy()")
     old = current()
     with _preferring(preferences(old.prefer, old.exclude, policy, old.trace)):
         yield

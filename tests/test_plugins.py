@@ -131,7 +131,7 @@ def test_a_plugin_claiming_cpu_cannot_take_it_over(order, monkeypatch):
     as broken with both packages and the way to add cpu kernels without claiming the device."""
     rival = _EntryPoint("acme-cpu", _Variant(name="acmecpu", device_types=("cpu",)))
     entries = [rival, _CPU] if order == "as listed" else [_CPU, rival]
-    manager, (owners, backends, broken) = _discovered(entries, monkeypatch)
+    _, (owners, backends, broken) = _discovered(entries, monkeypatch)
     assert owners == {"cpu": "ember-cpu"} and backends == {"cpu": "ember-cpu"}
     ((name, package, reason),) = broken
     assert (name, package) == ("acmecpu", "acme-cpu")
