@@ -16,6 +16,12 @@ def _x(rng: Any, shape: tuple[int, ...], dtype: str, layout: str = "contiguous")
     return Arr(typical(rng, shape, dtype, -3.0, 3.0), dtype, layout)
 
 
+def _ramp(shape: tuple[int, ...], dtype: str, step: int) -> Arr:
+    """step, 2 step, 3 step, ... in memory order.  Rising: a pixel a pool wrongly reads from a later
+    row exceeds every pixel of its window; falling: so does whatever lies past the input (zeros)."""
+    return Arr(np.arange(1, np.prod(shape) + 1, dtype=np.float64).reshape(shape) * step, dtype)
+
+
 def linear(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
     rng = rng_for(schema.name, dtype)
     return [Sample("2-d", (_x(rng, (4, 5), dtype), _x(rng, (3, 5), dtype), _x(rng, (3,), dtype))),
@@ -34,7 +40,13 @@ def pool(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
            Sample("rectangular-strided", (_x(rng, (2, 3, 7, 8), dtype, "strided"), (2, 3)), {"stride": (2, 1)})]
     if schema.name == "max_pool2d":
         out += [Sample("dilation", (x, 2), {"dilation": 2}),
-                Sample("ceil-mode", (x, 3), {"stride": 2, "ceil_mode": True})]
+                Sample("ceil-mode", (x, 3), {"stride": 2, "ceil_mode": True}),
+                # dilated windows past the bottom/right edge, which ember-xnnpack once served with
+                # values read from the next row or past the input (issue 24)
+                Sample("dilation-padding-past-the-edge", (_ramp((1, 1, 3, 4), dtype, 1), (1, 2)),
+                       {"stride": 1, "padding": (0, 1), "dilation": (2, 1)}),
+                Sample("dilation-ceil-mode-past-the-edge", (_ramp((1, 2, 3, 6), dtype, -1), 3),
+                       {"padding": 1, "dilation": (1, 2), "ceil_mode": True})]
     else:
         out.append(Sample("exclude-padding", (x, 3), {"stride": 2, "padding": 1, "count_include_pad": False}))
     return out
