@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from ember_core.autograd.grad_mode import MODE
-from ember_core.errors import ShapeError
+from ember_core.errors import IndexOutOfRangeError, ShapeError
 from ember_core.tensor import Tensor, contiguous_strides, span
 
 RAW: dict[str, Callable[..., Tensor]] = {}  # the undecorated views, which the registry installs
@@ -36,23 +36,35 @@ def view_op(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return view
 
 
-def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+def normalize_axis(axis: int, ndim: int, what: str = "axis", out_of_range: type[Exception] = ShapeError) -> int:
+    """``axis`` as a non-negative index.  A 0-d tensor accepts axis 0 or -1, as PyTorch does (the
+    Array API leaves it to the library): the ops treat it as one element along that axis."""
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
-    if not -max(ndim, 1) <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ShapeError(f"{what} {axis} is out of range for a {ndim}-d tensor (valid: {-ndim}..{ndim - 1})")
-    return axis % ndim if ndim else 0
+    n = max(ndim, 1)
+    if not -n <= axis < n:
+        raise out_of_range(f"{what} {axis} is out of range for a {ndim}-d tensor (valid: {-n}..{n - 1})")
+    return axis % n
 
 
 def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
-    """None -> all axes; int or sequence -> sorted unique non-negative axes."""
+    """None -> all axes; int or sequence -> sorted unique non-negative axes.  A 0-d tensor has no
+    axes to act on: axis 0 or -1 is accepted and gives (), so a reduction of it is its value."""
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
     if len(out) != len(axes):
         raise ShapeError(f"repeated axis in {axis!r}")
-    return out
+    return out if ndim else ()
+
+
+def along_axis(x: Tensor, axis: int) -> tuple[Tensor, int]:
+    """x and ``axis`` normalized, for an op that runs along one axis.  A 0-d x (axis 0 or -1) is
+    given as its one-element 1-d view, so the op runs along a length-1 axis; the caller hands its
+    result back with x's shape (0-d)."""
+    axis = normalize_axis(axis, x.ndim)
+    return (x.reshape((1,)) if x.ndim == 0 else x), axis
 
 
 def as_shape(shape: Any) -> tuple[int, ...]:
@@ -120,16 +132,19 @@ def expand_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 @view_op
 def permute_dims(x: Tensor, axes: Any) -> Tensor:
-    axes = tuple(normalize_axis(a, x.ndim) for a in axes)
+    given = tuple(axes)
+    axes = tuple(normalize_axis(a, x.ndim) for a in given)
     if sorted(axes) != list(range(x.ndim)):
-        raise ShapeError(f"permute_dims needs a permutation of 0..{x.ndim - 1}, got {axes}")
+        raise ShapeError(f"permute_dims of a {x.ndim}-d tensor needs a permutation of its axes "
+                         f"{tuple(range(x.ndim))}, got {given}")
     return x._view(tuple(x._shape[a] for a in axes), tuple(x._strides[a] for a in axes), x._offset)
 
 
 def swapaxes(x: Tensor, a: int, b: int) -> Tensor:
     axes = list(range(x.ndim))
     a, b = normalize_axis(a, x.ndim), normalize_axis(b, x.ndim)
-    axes[a], axes[b] = axes[b], axes[a]
+    if axes:  # a 0-d x swaps its axis 0 with itself
+        axes[a], axes[b] = axes[b], axes[a]
     return permute_dims(x, axes)
 
 
@@ -216,9 +231,9 @@ def _split_view_strides(x: Tensor, shape: tuple[int, ...]) -> tuple[int, ...] | 
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if x.ndim == 0:
-        return reshape(x, (1,))
     start, end = normalize_axis(start_dim, x.ndim), normalize_axis(end_dim, x.ndim)
+    if x.ndim == 0:  # PyTorch's rule: a 0-d tensor flattens to one element
+        return reshape(x, (1,))
     if start > end:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     shape = (*x._shape[:start], math.prod(x._shape[start : end + 1]), *x._shape[end + 1 :])
@@ -237,7 +252,8 @@ def squeeze(x: Tensor, axis: Any = None) -> Tensor:
 
 @view_op
 def expand_dims(x: Tensor, /, *, axis: int = 0) -> Tensor:
-    axis = normalize_axis(axis, x.ndim + 1)
+    """An axis outside [-N-1, N] raises IndexError, as the Array API asks."""
+    axis = normalize_axis(axis, x.ndim + 1, out_of_range=IndexOutOfRangeError)
     shape = (*x._shape[:axis], 1, *x._shape[axis:])
     strides = (*x._strides[:axis], 0, *x._strides[axis:])
     return x._view(shape, strides, x._offset)
@@ -251,7 +267,7 @@ def moveaxis(x: Tensor, source: Any, destination: Any, /) -> Tensor:
     order = [a for a in range(x.ndim) if a not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return permute_dims(x, order)
+    return permute_dims(x, order[: x.ndim])  # a 0-d x moves its axis 0 onto itself: no axes
 
 
 @view_op

@@ -18,3 +18,17 @@ def toy():
     backend = plugins.register(Toy())
     yield backend
     plugins.unregister(backend.name)
+
+
+@pytest.fixture(params=["cpu", "vulkan:0"])
+def device(request):
+    """The test once on cpu and once on vulkan:0 (skipped with the reason where ember-vulkan has no
+    device)."""
+    import ember_core as em
+
+    device = em.as_device(request.param)
+    try:
+        device.backend  # noqa: B018  (resolves the plugin, or explains why not)
+    except em.BackendUnavailableError as exc:
+        pytest.skip(str(exc))
+    return device

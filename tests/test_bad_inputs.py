@@ -84,7 +84,7 @@ CATALOGUE = [
     ("permute_dims not a permutation", lambda: em.permute_dims(_x(), (0, 0)), em.ShapeError, "permutation"),
     ("permute_dims too short", lambda: em.permute_dims(_x(), (0,)), em.ShapeError, "permutation"),
     ("squeeze a non-1 axis", lambda: em.squeeze(_x(), axis=0), em.ShapeError, "cannot squeeze"),
-    ("expand_dims out of range", lambda: em.expand_dims(_x(), axis=4), em.ShapeError, "out of range"),
+    ("expand_dims out of range", lambda: em.expand_dims(_x(), axis=4), em.IndexOutOfRangeError, "out of range"),
     ("moveaxis out of range", lambda: em.moveaxis(_x(), 0, 5), em.ShapeError, "out of range"),
     ("moveaxis repeated", lambda: em.moveaxis(_x(), (0, 0), (0, 1)), em.ShapeError, "unique"),
     ("flip axis out of range", lambda: em.flip(_x(), axis=3), em.ShapeError, "out of range"),

@@ -256,10 +256,9 @@ def take_grad(grad: Tensor, x: Tensor, indices: Tensor, axis: Any) -> Tensor:
     from ember_core.creation import zeros
 
     ops = _ops()
-    a = 0 if axis is None else axis % x.ndim
     with no_grad():
         out = zeros(x._shape, dtype=grad._dtype, device=grad._device)
-        ops.index_put(out, indices, grad, axis=a, accumulate=True)
+        ops.index_put(out, indices, grad, axis=0 if axis is None else axis, accumulate=True)
     return _linear("take_backward", out, grad, lambda gg: ops.take(gg, indices, axis=axis))
 
 

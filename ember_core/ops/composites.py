@@ -58,16 +58,40 @@ def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:
     return ops.astype(out, x.dtype) if out.dtype is not x.dtype else (ops.copy(out) if out is x else out)
 
 
-def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    """The contracted axis counts from the end of both operands and has one size in both: the
+    Array API broadcasts the other axes only.  Two 0-d operands take axis 0 or -1 (PyTorch's rule)."""
+    from ember_core.autograd.formulas import conj
     from ember_core.views import normalize_axis
 
+    x1, x2 = _tensor_arg("vecdot", x1), _tensor_arg("vecdot", x2)
+    ndim = max(x1.ndim, x2.ndim)
+    from_end = normalize_axis(axis, ndim) - ndim
+    if ndim and -from_end > min(x1.ndim, x2.ndim):
+        raise ShapeError(f"vecdot: axis {axis}, counted from the end, must be an axis of both x1 {x1.shape} and "
+                         f"x2 {x2.shape}")
+    if ndim and x1.shape[from_end] != x2.shape[from_end]:
+        raise ShapeError(f"vecdot: the contracted axis {axis} has size {x1.shape[from_end]} in x1 and "
+                         f"{x2.shape[from_end]} in x2; it must have one size in both (it is not broadcast)")
+    return _ops().sum(conj(x1) * x2, axis=from_end, dtype=dt.result_type(x1, x2))
+
+
+def _contracted(x: Any, axes: Any) -> tuple[Any, list[int]]:
+    """x and its contracted axes, normalized (a 0-d x contracts its one element along axis 0 or -1)."""
+    from ember_core.views import along_axis
+
+    pairs = [along_axis(x, a) for a in axes]
+    return (pairs[0][0] if pairs else x), [a for _, a in pairs]
+
+
+def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
     if isinstance(axes, int):
         if axes < 0 or axes > min(x1.ndim, x2.ndim):
             raise ShapeError(f"tensordot: axes={axes} must be in [0, {min(x1.ndim, x2.ndim)}]")
         a1, a2 = list(range(x1.ndim - axes, x1.ndim)), list(range(axes))
     else:
-        a1 = [normalize_axis(a, x1.ndim) for a in axes[0]]
-        a2 = [normalize_axis(a, x2.ndim) for a in axes[1]]
+        x1, a1 = _contracted(x1, axes[0])
+        x2, a2 = _contracted(x2, axes[1])
     if len(a1) != len(a2) or any(x1.shape[i] != x2.shape[j] for i, j in zip(a1, a2)):
         raise ShapeError(f"tensordot: contracted dims of {x1.shape} {a1} and {x2.shape} {a2} differ")
     free1 = [i for i in range(x1.ndim) if i not in a1]
@@ -89,6 +113,8 @@ def concat(arrays: Any, /, *, axis: Any = 0) -> Any:
     if axis is None:
         arrays, axis = [a.reshape(-1) for a in arrays], 0
     first = arrays[0]
+    if first.ndim == 0:
+        raise ShapeError("concat joins tensors along an axis, and a 0-d tensor has none; use stack, or axis=None")
     axis = normalize_axis(axis, first.ndim)
     for a in arrays[1:]:
         if a.ndim != first.ndim or any(n != m for i, (n, m) in enumerate(zip(a.shape, first.shape)) if i != axis):
@@ -186,14 +212,6 @@ def _int_arg(name: str, what: str, value: Any) -> int:
     return int(value.__index__())
 
 
-def _axis_of(name: str, axis: Any, ndim: int) -> int:
-    from ember_core.views import normalize_axis
-
-    if ndim == 0:
-        raise ShapeError(f"{name}: a 0-d tensor has no axis {axis}")
-    return normalize_axis(axis, ndim)
-
-
 def _fresh(out: Any, x: Any) -> Any:
     """out, copied when it still aliases x's memory (these functions always return new tensors)."""
     return _ops().copy(out) if out._storage is x._storage else out
@@ -224,15 +242,18 @@ def triu(x: Any, /, *, k: int = 0) -> Any:
 def repeat(x: Any, repeats: Any, /, *, axis: Any = None) -> Any:
     from ember_core.creation import arange, asarray
     from ember_core.tensor import Tensor
-    from ember_core.views import broadcast_to, expand_dims
+    from ember_core.views import broadcast_to, expand_dims, normalize_axis
 
     ops = _ops()
     x = _tensor_arg("repeat", x)
     source = x
     if axis is None:
         x, axis = x.reshape(-1), 0
+    elif x.ndim == 0:
+        raise ShapeError("repeat along an axis of a 0-d tensor would make it 1-d; pass axis=None (repeats the "
+                         "flattened x) or reshape x to (1,)")
     else:
-        axis = _axis_of("repeat", axis, x.ndim)
+        axis = normalize_axis(axis, x.ndim)
     n = x.shape[axis]
     if isinstance(repeats, (list, tuple)):
         repeats = asarray(repeats, dtype=dt.int64, device=x.device)
@@ -264,6 +285,8 @@ def repeat(x: Any, repeats: Any, /, *, axis: Any = None) -> Any:
 
 
 def roll(x: Any, /, shift: Any, *, axis: Any = None) -> Any:
+    from ember_core.views import along_axis
+
     ops = _ops()
     x = _tensor_arg("roll", x)
     shift_is_tuple = isinstance(shift, (tuple, list))
@@ -278,17 +301,17 @@ def roll(x: Any, /, shift: Any, *, axis: Any = None) -> Any:
     if not shift_is_tuple:
         shifts = shifts * len(axes)
     total: dict[int, int] = {}
-    for a, s in zip(axes, shifts):  # numpy's rule: shifts along a repeated axis add up
-        a = _axis_of("roll", _int_arg("roll", "axis", a), x.ndim)
-        total[a] = total.get(a, 0) + s
     out = x
+    for a, s in zip(axes, shifts):  # numpy's rule: shifts along a repeated axis add up
+        out, a = along_axis(x, _int_arg("roll", "axis", a))  # a 0-d x rolls its one element
+        total[a] = total.get(a, 0) + s
     for a, s in total.items():
-        n = x.shape[a]
+        n = out.shape[a]
         s = s % n if n else 0
         if s:
             lead = (slice(None),) * a
             out = ops.concat([out[(*lead, slice(n - s, None))], out[(*lead, slice(0, n - s))]], axis=a)
-    return _fresh(out, x)
+    return _fresh(out.reshape(x.shape), x)
 
 
 def tile(x: Any, repetitions: Any, /) -> Any:
@@ -308,10 +331,12 @@ def tile(x: Any, repetitions: Any, /) -> Any:
 
 
 def unstack(x: Any, /, *, axis: int = 0) -> tuple[Any, ...]:
+    from ember_core.views import along_axis
+
     x = _tensor_arg("unstack", x)
-    axis = _axis_of("unstack", _int_arg("unstack", "axis", axis), x.ndim)
+    view, axis = along_axis(x, _int_arg("unstack", "axis", axis))  # a 0-d x: a 1-tuple of itself
     lead = (slice(None),) * axis
-    return tuple(x[(*lead, i)] for i in range(x.shape[axis]))
+    return tuple(view[(*lead, i)] for i in range(view.shape[axis]))
 
 
 def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:

@@ -30,6 +30,7 @@ from ember_core.ops.registry import OpSchema
 from ember_core.plugins import MAX_NDIM
 from ember_core.tensor import Storage, Tensor, contiguous_strides
 from ember_core.views import (
+    along_axis,
     broadcast_shapes,
     broadcast_to,
     expand_to,
@@ -513,8 +514,8 @@ def build_arg_reduction(schema: OpSchema, composite: Callable | None, a: dict[st
     if axis is None:
         xp, kept_shape = x.reshape(-1), ()
     else:
-        axis = normalize_axis(axis, x.ndim)
-        xp = permute_dims(x, (*tuple(i for i in range(x.ndim) if i != axis), axis)) if x.ndim else x.reshape(1)
+        xa, axis = along_axis(x, axis)
+        xp = permute_dims(xa, (*tuple(i for i in range(xa.ndim) if i != axis), axis))
         kept_shape = xp._shape[:-1]
     if xp._shape[-1] == 0:
         raise ShapeError(f"{schema.name} of an empty sequence (shape {x._shape}) is undefined")
@@ -526,17 +527,15 @@ def build_arg_reduction(schema: OpSchema, composite: Callable | None, a: dict[st
 
 
 def _last_axis_op(schema: OpSchema, x: Tensor, axis: int, out_dtype: dt.DType, attrs: dict[str, Any]) -> Tensor:
-    """Run a last-axis kernel (scan, sort) along ``axis`` and return the result in x's axis order."""
-    if x.ndim == 0:
-        x = x.reshape(1)
-        axis = 0
-    axis = normalize_axis(axis, x.ndim)
-    order = (*tuple(i for i in range(x.ndim) if i != axis), axis)
-    xp = permute_dims(x, order)
+    """Run a last-axis kernel (scan, sort) along ``axis`` and return the result in x's axis order
+    (and shape: a 0-d x gives a 0-d result)."""
+    xa, axis = along_axis(x, axis)
+    order = (*tuple(i for i in range(xa.ndim) if i != axis), axis)
+    xp = permute_dims(xa, order)
     out = empty(xp._shape, out_dtype, x._device)
     run(schema, resolve(schema, x._device, x._dtype, None), (out,), (xp,), attrs)
-    inverse = tuple(order.index(i) for i in range(x.ndim))
-    return permute_dims(out, inverse)
+    inverse = tuple(order.index(i) for i in range(xa.ndim))
+    return permute_dims(out, inverse) if x.ndim else out.reshape(())
 
 
 @_bound_builder
@@ -557,12 +556,15 @@ def build_scan(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) 
         axis = 0
     x = cast(x, _reduction_dtype(schema, x._dtype, a.get("dtype")))  # bool/ints accumulate in int64
     check_dtype(schema, x._dtype)
+    if a.get("include_initial") and x.ndim == 0:
+        raise ShapeError(f"{schema.name} of a 0-d tensor is 0-d, which cannot hold the initial value as well; "
+                         f"reshape x to (1,) to get both, or pass include_initial=False")
     out = _last_axis_op(schema, x, axis, x._dtype, {})
     if a.get("include_initial"):
         from ember_core.creation import zeros
         from ember_core.ops import call
 
-        axis = normalize_axis(axis, max(x.ndim, 1))
+        axis = normalize_axis(axis, x.ndim)
         initial = zeros(tuple(1 if i == axis else n for i, n in enumerate(out._shape)), dtype=out._dtype,
                         device=out._device)
         if schema.name == "cumulative_prod":
@@ -660,12 +662,15 @@ def build_take(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) 
         if x.ndim != 1:
             raise ShapeError(f"take: axis is required for a {x.ndim}-d tensor")
         axis = 0
-    axis = normalize_axis(axis, x.ndim)
-    idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
-    x3 = _axis_view(x, axis)
+    xa, axis = along_axis(x, axis)
+    idx = checked_indices(schema, a["indices"], xa._shape[axis], x._device)
+    if x.ndim == 0 and idx._numel != 1:
+        raise ShapeError(f"take from a 0-d tensor gives a 0-d result, so it takes exactly one index (0 or -1), "
+                         f"got {idx._numel}")
+    x3 = _axis_view(xa, axis)
     out = empty((x3._shape[0], idx._numel, x3._shape[2]), x._dtype, x._device)
     run(schema, resolve(schema, x._device, x._dtype, None), (out,), (x3, idx), {})
-    return out.reshape((*x._shape[:axis], idx._numel, *x._shape[axis + 1:]))
+    return out.reshape((*x._shape[:axis], idx._numel, *x._shape[axis + 1:]) if x.ndim else ())
 
 
 @_bound_builder
@@ -675,14 +680,14 @@ def build_put(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -
     if MODE.enabled and (x._requires_grad or (isinstance(values, Tensor) and values._requires_grad)):
         raise RuntimeError("index_put writes in place and is not recorded by autograd; write with "
                            "x[indices] = values (recorded) or run it under ember_core.no_grad()")
-    axis = normalize_axis(a["axis"], x.ndim)
-    idx = checked_indices(schema, a["indices"], x._shape[axis], x._device)
+    xa, axis = along_axis(x, a["axis"])  # a 0-d x: its one-element view, written in place
+    idx = checked_indices(schema, a["indices"], xa._shape[axis], x._device)
     if not isinstance(values, Tensor):
         values = constant(values, x._dtype, x._device)
     same_device(schema, x, values)
-    shape = (*x._shape[:axis], idx._numel, *x._shape[axis + 1:])
+    shape = (*xa._shape[:axis], idx._numel, *xa._shape[axis + 1:])
     values = broadcast_to(cast(values, x._dtype), shape)
-    dst = _axis_view(x, axis)  # a view when x's layout allows one, else a copy written back below
+    dst = _axis_view(xa, axis)  # a view when x's layout allows one, else a copy written back below
     run(schema, resolve(schema, x._device, x._dtype, None), (dst,), (idx, _axis_view(values, axis)),
         {"accumulate": bool(a["accumulate"])})
     if dst._storage is not x._storage:

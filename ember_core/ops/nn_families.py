@@ -28,7 +28,7 @@ from ember_core.ops.families import (
 )
 from ember_core.ops.registry import OpSchema
 from ember_core.tensor import Tensor
-from ember_core.views import normalize_axis
+from ember_core.views import along_axis
 
 
 class Call(NamedTuple):
@@ -188,8 +188,9 @@ def _adaptive_avg_pool2d(schema: OpSchema, a: dict[str, Any]) -> Call:
 
 def _softmax(schema: OpSchema, a: dict[str, Any]) -> Call:
     (x,) = _tensors(schema, x=a["x"])
-    attrs = {"axis": normalize_axis(a["axis"], x.ndim)}
-    return Call(x.shape, (x,), attrs, attrs)
+    xa, axis = along_axis(x, a["axis"])
+    attrs = {"axis": axis}
+    return Call(xa.shape, (xa,), attrs, attrs, None if xa is x else lambda out: out.reshape(x.shape))
 
 
 # ---- losses -------------------------------------------------------------------------------------
