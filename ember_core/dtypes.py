@@ -282,15 +282,17 @@ _BF16 = finfo_object(16, 2.0**-7, float.fromhex("0x1.fep127"), -float.fromhex("0
 
 
 def finfo(type: Any, /) -> finfo_object:
+    """Limits of a floating dtype.  A complex dtype is described by the real dtype of its parts
+    (complex64: float32), as the Array API asks."""
     d = type.dtype if isinstance(getattr(type, "dtype", None), DType) else as_dtype(type)
     if d.kind not in "fc":
         raise DTypeError(f"finfo needs a floating dtype, got {d.name}; use iinfo for integers")
     real = real_dtype(d)
     if real is bfloat16:
-        return finfo_object(_BF16.bits, _BF16.eps, _BF16.max, _BF16.min, _BF16.smallest_normal, d)
+        return _BF16
     f = np.finfo(real.numpy)
     return finfo_object(
-        int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), d
+        int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), real
     )
 
 

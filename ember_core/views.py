@@ -3,6 +3,7 @@ every backend.  Nothing here touches memory except reshape of a non-viewable lay
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -33,6 +34,7 @@ def view_op(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
 
     view.__name__ = view.__qualname__ = name
     view.__doc__ = fn.__doc__
+    view.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return view
 
 
@@ -115,7 +117,7 @@ _cached_broadcast_strides = lru_cache(maxsize=4096)(_broadcast_strides)
 
 
 @view_op
-def broadcast_to(x: Tensor, shape: Any) -> Tensor:
+def broadcast_to(x: Tensor, /, shape: Any) -> Tensor:
     shape = as_shape(shape)
     if shape == x._shape:
         return x
@@ -131,7 +133,7 @@ def expand_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 @view_op
-def permute_dims(x: Tensor, axes: Any) -> Tensor:
+def permute_dims(x: Tensor, /, axes: Any) -> Tensor:
     given = tuple(axes)
     axes = tuple(normalize_axis(a, x.ndim) for a in given)
     if sorted(axes) != list(range(x.ndim)):
@@ -241,7 +243,9 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 @view_op
-def squeeze(x: Tensor, axis: Any = None) -> Tensor:
+def squeeze(x: Tensor, /, axis: Any) -> Tensor:
+    """Drops the size-1 axes named by ``axis``; None (an extension of the standard, which requires
+    an axis) drops every size-1 axis."""
     axes = tuple(i for i, n in enumerate(x._shape) if n == 1) if axis is None else normalize_axes(axis, x.ndim)
     for a in axes:
         if x._shape[a] != 1:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from ember_core import dispatch
 from ember_core import dtypes as dt
 from ember_core.autograd.grad_mode import MODE
+from ember_core.device import as_device
 from ember_core.errors import (
     DeviceError,
     DTypeError,
@@ -356,7 +357,8 @@ def build_where(schema: OpSchema, composite: Callable | None) -> Callable[..., T
 
 
 def build_copy(schema: OpSchema, composite: Callable | None) -> Callable[..., Tensor]:
-    """``copy(x)``: a contiguous copy; ``astype(x, dtype)``: a contiguous converted copy."""
+    """``copy(x)``: a contiguous copy; ``astype(x, dtype, /, *, copy=True, device=None)``: a
+    contiguous converted copy."""
 
     def op(x: Tensor, dtype: Any = None, /) -> Tensor:
         x = as_tensor_arg(schema, x)
@@ -367,10 +369,25 @@ def build_copy(schema: OpSchema, composite: Callable | None) -> Callable[..., Te
         run(schema, choice, (out,), (x,), {})
         return out
 
-    if schema.name == "astype":
-        global _COPY
-        _COPY = op
-    return op
+    if schema.name != "astype":
+        return op
+    global _COPY
+    _COPY = op
+
+    def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Tensor:
+        """The Array API's astype: copy=False returns x itself when it already has the dtype (and
+        device); device= gives the result on that device.  Gradients do not cross devices (the
+        recorded conversion would send x's gradient to the other device), so a tensor that
+        requires grad is not moved."""
+        x = as_tensor_arg(schema, x)
+        if device is not None and as_device(device) is not x._device:
+            if x._requires_grad:
+                raise DeviceError(f"astype: x requires grad, and gradients do not cross devices; move "
+                                  f"x.detach() with device={device!r}, or astype on {x._device} first")
+            x = x.to_device(device)
+        return x if not copy and dt.as_dtype(dtype) is x._dtype else op(x, dtype)
+
+    return astype
 
 
 def _bound_builder(impl: Callable[[OpSchema, Callable | None, dict[str, Any]], Any]) -> Callable[..., Any]:
@@ -407,9 +424,10 @@ def binder(schema: OpSchema) -> Callable[..., dict[str, Any]]:
         if p.positional_only and not (i + 1 < len(schema.params) and schema.params[i + 1].positional_only):
             parts.append("/")
     names = ", ".join(f"{p.name!r}: {p.name}" for p in schema.params)
-    source = f"def {schema.name}({', '.join(parts)}):\n    return {{{names}}}\n"
+    fn_name = schema.name.rsplit(".", 1)[-1]  # a vendor op's "acme.double" is no identifier
+    source = f"def {fn_name}({', '.join(parts)}):\n    return {{{names}}}\n"
     exec(compile(source, f"<{schema.file}: {schema.name}>", "exec"), defaults)
-    bind = defaults[schema.name]
+    bind = defaults[fn_name]
 
     def checked(*args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
@@ -791,7 +809,9 @@ def build_composite(schema: OpSchema, composite: Callable | None) -> Callable[..
             dispatch.note_composite(schema.name, "", "")
         return impl(*args, **kwargs)
 
-    op.__signature__ = inspect.signature(composite)  # type: ignore[attr-defined]
+    # an expression composite takes (*args, **kwargs): the op shows the declared signature
+    shown = inspect.signature(composite) if schema.composite == "python" else binder(schema).__signature__
+    op.__signature__ = shown  # type: ignore[attr-defined]
     return op
 
 
