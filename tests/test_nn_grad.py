@@ -133,3 +133,21 @@ def test_max_pool2d_second_derivative_through_select():
     v = em.asarray(np.random.default_rng(4).standard_normal((1, 2, 6, 6)))
     (em.max_pool2d_grad(g, x.detach(), 2) * v).sum().backward()
     np.testing.assert_allclose(np.asarray(g.grad), np.asarray(em.max_pool2d_select(v, x.detach(), 2)))
+
+
+@pytest.mark.parametrize(("shapes", "fn"), [
+    ([(3, 0), (2, 0), (2,)], lambda m, x, w, b: m.linear(x, w, b)),  # no input features
+    ([(0,), (2, 0)], lambda m, x, w: m.linear(x, w)),
+    ([(0, 2, 5, 5), (3, 2, 2, 2)], lambda m, x, w: m.conv2d(x, w, stride=2)),  # an empty batch
+])
+def test_backward_of_zero_size_inputs(shapes, fn):
+    """Gradients of empty inputs are empty, and the others' are what the empty sums give (not a
+    reshape error from a -1 that a zero-size dim leaves undetermined)."""
+    ours, theirs = inputs(*shapes)
+    out, expected = fn(em, *ours), fn(_torch_ops(), *theirs)
+    upstream = np.random.default_rng(9).standard_normal(expected.shape)
+    out.backward(em.asarray(upstream))
+    expected.backward(torch.from_numpy(upstream))
+    for mine, ref in zip(ours, theirs):
+        assert mine.grad.shape == tuple(ref.grad.shape)
+        np.testing.assert_allclose(np.asarray(mine.grad), ref.grad.numpy(), rtol=1e-9, atol=1e-10)

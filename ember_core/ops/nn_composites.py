@@ -224,7 +224,7 @@ def conv2d_input_grad(grad_output: Any, weight: Any, /, *, input_shape: Any, str
         flipped = flipped.reshape((c, o // groups, kh, kw))[:, :, ::-1, ::-1]
         return _ops().conv2d(grad_output, flipped, padding=tuple(s - p for s, p in zip(spans, g.padding)),
                              dilation=g.dilation, groups=groups)
-    go = grad_output.reshape((n, groups, o // groups, -1))
+    go = grad_output.reshape((n, groups, o // groups, g.out_hw[0] * g.out_hw[1]))  # (no -1: n may be 0)
     cols = (weight.reshape((groups, o // groups, -1)).mT @ go).reshape((n, c, kh, kw, *g.out_hw))
     return _scatter_taps([cols[:, :, i, j] for i in range(kh) for j in range(kw)], (kh, kw), g, input_shape)
 
