@@ -330,6 +330,15 @@ def test_var_of_large_offset_values_is_two_pass_accurate():
     assert_close(em.std(em.asarray(x), correction=1), np.std(x.astype(np.float64), ddof=1), "float32", rtol=1e-5)
 
 
+@pytest.mark.parametrize(("op", "values"), [("mean", [65504.0, 65504.0]), ("var", [65504.0, 65504.0]),
+                                            ("std", [0.0, 65504.0]), ("std", [-60000.0, 60000.0])])
+def test_float16_statistics_compute_in_float32(op, values):
+    """float16 (and bfloat16) statistics compute in float32 and round once: the sum of two float16
+    maxima, whose mean is representable, and var's squares no longer overflow midway."""
+    x = np.array(values, np.float16)
+    assert_close(getattr(em, op)(em.asarray(x)), getattr(np, op)(x.astype(np.float64)), "float16")
+
+
 # ---- cumulative_sum, cumulative_prod -------------------------------------------------------------
 
 @pytest.mark.parametrize("op", ["cumulative_sum", "cumulative_prod"])

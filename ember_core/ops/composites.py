@@ -27,23 +27,46 @@ def _count(x: Any, axis: Any) -> int:
     return math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
 
 
-def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-    _require_floating("mean", x)
+_HALVES = (dt.float16, dt.bfloat16)
+
+
+def _widened(x: Any) -> Any:
+    """x as the statistics compute it: float16 and bfloat16 in float32, as their sums accumulate
+    (and as numpy's mean and PyTorch's statistics do), so that a sum of values near float16's
+    largest or var's squares do not overflow before the result is rounded once (_rounded)."""
+    return _ops().astype(x, dt.float32) if x.dtype in _HALVES else x
+
+
+def _rounded(out: Any, x: Any) -> Any:
+    return _ops().astype(out, x.dtype) if x.dtype in _HALVES else out
+
+
+def _mean(x: Any, axis: Any, keepdims: bool) -> Any:
     n = _count(x, axis)
     return _ops().sum(x, axis=axis, keepdims=keepdims) / (n if n else float("nan"))
 
 
-def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
-    _require_floating("var", x)
+def _variance(x: Any, axis: Any, correction: float, keepdims: bool) -> Any:
     ops = _ops()
-    centered = x - mean(x, axis=axis, keepdims=True)
+    centered = x - _mean(x, axis, keepdims=True)
     squares = ops.real(centered * ops.conj(centered)) if x.dtype.kind == "c" else centered * centered
     dof = _count(x, axis) - correction
     return ops.sum(squares, axis=axis, keepdims=keepdims) / (dof if dof > 0 else float("nan"))
 
 
+def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    _require_floating("mean", x)
+    return _rounded(_mean(_widened(x), axis, keepdims), x)
+
+
+def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
+    _require_floating("var", x)
+    return _rounded(_variance(_widened(x), axis, correction, keepdims), x)
+
+
 def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
-    return _ops().sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+    _require_floating("std", x)
+    return _rounded(_ops().sqrt(_variance(_widened(x), axis, correction, keepdims)), x)
 
 
 def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:
