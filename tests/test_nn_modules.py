@@ -68,6 +68,14 @@ def test_cross_entropy_ignore_index_inside_the_classes_and_all_rows_ignored():
     assert np.isnan(float(nothing)), "a mean over no counted rows is 0/0, as in PyTorch"
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])  # (ember-cpu's kernel, the composite)
+def test_ignored_rows_get_no_gradient_when_no_row_counts(dtype):
+    """'mean' divides by a zero total then; ignored rows still get 0, as in PyTorch, not 0 * (g / 0)."""
+    logits = em.asarray(rand(3, 4), dtype=getattr(em, dtype)).requires_grad_()
+    F.cross_entropy(logits, em.asarray([7, 7, 7]), ignore_index=7, label_smoothing=0.2).backward()
+    assert logits.grad.tolist() == np.zeros((3, 4)).tolist()
+
+
 @pytest.mark.parametrize(("target", "error", "match"), [
     (np.array([0, 4, 1]), em.IndexOutOfRangeError, r"class indices in \[0, 4\)"),
     (np.array([0, -1, 1]), em.IndexOutOfRangeError, r"got values in \[-1, 1\]"),

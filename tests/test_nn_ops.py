@@ -327,6 +327,18 @@ def test_softmax_and_log_softmax_match_numpy(dtype, axis):
     check(em.softmax(em_t(x, dtype), axis=axis), np.exp(log_sm), dtype)
 
 
+@pytest.mark.parametrize("dtype", [*DTYPES, "float16"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_along_an_empty_axis_is_empty(dtype, op):
+    """A zero-length axis has no maximum to shift by, and nothing to normalize: the result is empty."""
+    for shape, axis in (((0, 4), 0), ((3, 0), -1), ((2, 0, 3), 1)):
+        x = em.zeros(shape, dtype=getattr(em, dtype)).requires_grad_()
+        out = getattr(em, op)(x, axis=axis)
+        assert out.shape == shape and out.dtype == x.dtype
+        out.sum().backward()
+        assert x.grad.shape == shape
+
+
 def test_softmax_rejects_bad_axis_and_dtype():
     with pytest.raises(em.ShapeError):
         em.softmax(em.zeros((2, 3)), axis=2)

@@ -360,15 +360,20 @@ def adaptive_avg_pool2d(x: Any, /, output_size: Any) -> Any:
 
 # ---- softmax ------------------------------------------------------------------------------------
 
+def _shifted(x: Any, axis: int) -> Any:
+    """x less its maximum along axis; an empty x as it is (a zero-length axis has no maximum)."""
+    return x - _ops().max(x, axis=axis, keepdims=True) if x.size else x
+
+
 def softmax(x: Any, /, axis: int = -1) -> Any:
     ops = _ops()
-    exps = ops.exp(x - ops.max(x, axis=axis, keepdims=True))
+    exps = ops.exp(_shifted(x, axis))
     return exps / ops.sum(exps, axis=axis, keepdims=True)
 
 
 def log_softmax(x: Any, /, axis: int = -1) -> Any:
     ops = _ops()
-    shifted = x - ops.max(x, axis=axis, keepdims=True)
+    shifted = _shifted(x, axis)
     return shifted - ops.log(ops.sum(ops.exp(shifted), axis=axis, keepdims=True))
 
 
@@ -566,7 +571,11 @@ def nll_loss_grad(grad_output: Any, target: Any, weight: Any = None, /, *, n_cla
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Any:
     from ember_core.views import expand_dims
 
+    ops = _ops()
     coef, divisor = _loss_coefficients(target, weight, n_classes, grad_output, ignore_index, label_smoothing, reduction)
     if reduction == "none":
         return -coef * expand_dims(grad_output, axis=-1)
-    return -coef * (grad_output if reduction == "sum" else grad_output / divisor)
+    if reduction == "sum":
+        return -coef * grad_output
+    # ignored rows get zeros, also when no row counts (0 * (g / 0) would be NaN), as in PyTorch
+    return ops.where(expand_dims(target != ignore_index, axis=-1), -coef * (grad_output / divisor), 0.0)
