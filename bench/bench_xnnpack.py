@@ -96,8 +96,28 @@ def nn_cases(rng: np.random.Generator) -> list[Case]:
     cases.append(("linear 256 x 2048 -> 2048", contenders(
         lambda: em.linear(exl, ewl, ebl), F and (lambda: F.linear(txl, twl, tbl)))))
 
+    # shapes XNNPACK keeps: small maps, 5x5 kernels, short depthwise rows, inference-size linear
+    xm, wm, dwm = arrays((32, 16, 8, 8), (32, 16, 5, 5), (16, 1, 3, 3))
+    exm, ewm, edwm = em.asarray(xm), em.asarray(wm), em.asarray(dwm)
+    txm, twm, tdwm = tt(xm, wm, dwm)
+    cases.append(("conv2d 32x16x8x8 -> 32, 5x5, pad 2", contenders(
+        lambda: em.conv2d(exm, ewm, padding=2), F and (lambda: F.conv2d(txm, twm, padding=2)))))
+    cases.append(("depthwise conv2d 32x16x8x8, 3x3", contenders(
+        lambda: em.conv2d(exm, edwm, padding=1, groups=16),
+        F and (lambda: F.conv2d(txm, tdwm, padding=1, groups=16)))))
+    xi, wi = arrays((8, 1024), (1024, 1024))
+    exi, ewi = em.asarray(xi), em.asarray(wi)
+    txi, twi = tt(xi, wi)
+    cases.append(("linear 8 x 1024 -> 1024 (inference)", contenders(
+        lambda: em.linear(exi, ewi), F and (lambda: F.linear(txi, twi)))))
+
     cases.append(("max_pool2d 3x3 stride 2 pad 1, 8x64x56x56", contenders(
         lambda: em.max_pool2d(ex, 3, 2, 1), F and (lambda: F.max_pool2d(tx, 3, 2, 1)))))
+    # dilated: windows inside the input (XNNPACK's) and past its edge (declined, issue 24)
+    cases.append(("max_pool2d 3x3 stride 2 dilation 2, 8x64x56x56", contenders(
+        lambda: em.max_pool2d(ex, 3, 2, 0, 2), F and (lambda: F.max_pool2d(tx, 3, 2, 0, 2)))))
+    cases.append(("max_pool2d 3x3 pad 1 dilation 2, 8x64x56x56", contenders(
+        lambda: em.max_pool2d(ex, 3, 1, 1, 2), F and (lambda: F.max_pool2d(tx, 3, 1, 1, 2)))))
     cases.append(("avg_pool2d 2x2 stride 2, 8x64x56x56", contenders(
         lambda: em.avg_pool2d(ex, 2, 2), F and (lambda: F.avg_pool2d(tx, 2, 2)))))
     return cases
@@ -169,9 +189,9 @@ def demo_case() -> Case | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=2, help="ember's and PyTorch's threads (default 2)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per case (default 5)")
     args = parser.parse_args()
     em.set_num_threads(args.threads)
     if torch is not None:
