@@ -91,9 +91,11 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
 
 
 def flip(x: Tensor, /, *, axis: Any = None) -> Tensor:
+    """A new tensor, whatever x's layout (numpy's flip is a view: ember_core.views.flip_view)."""
+    from ember_core.ops import call
     from ember_core.views import flip_view, normalize_axes
 
-    return flip_view(x, normalize_axes(axis, x.ndim)).contiguous()
+    return call("copy", flip_view(x, normalize_axes(axis, x.ndim)))
 
 
 manual_seed = random.manual_seed

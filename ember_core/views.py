@@ -41,8 +41,9 @@ def view_op(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
 def normalize_axis(axis: int, ndim: int, what: str = "axis", out_of_range: type[Exception] = ShapeError) -> int:
     """``axis`` as a non-negative index.  A 0-d tensor accepts axis 0 or -1, as PyTorch does (the
     Array API leaves it to the library): the ops treat it as one element along that axis."""
-    if not isinstance(axis, int) or isinstance(axis, bool):
+    if isinstance(axis, bool) or not hasattr(axis, "__index__"):
         raise TypeError(f"{what} must be an int, got {type(axis).__name__}")
+    axis = axis.__index__()  # numpy's integers too
     n = max(ndim, 1)
     if not -n <= axis < n:
         raise out_of_range(f"{what} {axis} is out of range for a {ndim}-d tensor (valid: {-n}..{n - 1})")
@@ -54,7 +55,12 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     axes to act on: axis 0 or -1 is accepted and gives (), so a reduction of it is its value."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if hasattr(axis, "__index__"):
+        axes = (axis,)
+    elif isinstance(axis, Sequence):
+        axes = tuple(axis)
+    else:
+        raise TypeError(f"axis must be an int, a tuple of ints or None, got {type(axis).__name__}")
     out = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
     if len(out) != len(axes):
         raise ShapeError(f"repeated axis in {axis!r}")

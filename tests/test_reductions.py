@@ -623,3 +623,18 @@ def test_results_do_not_alias_inputs():
     x.numpy()[...] = -7.0
     for o, b in zip(outs, before):
         assert np.array_equal(to_numpy(o), b)
+
+
+def test_axes_may_be_numpy_integers_and_other_values_are_type_errors():
+    """An axis is anything with __index__ (numpy's integers, as numpy and PyTorch take them); a float
+    or a set is a TypeError that says what an axis is (a set raised "not iterable" from inside)."""
+    arr = np.arange(6.0).reshape(2, 3)
+    x = em.asarray(arr)
+    np.testing.assert_array_equal(to_numpy(em.sum(x, axis=np.int64(0))), arr.sum(axis=0))
+    np.testing.assert_array_equal(to_numpy(em.max(x, axis=[np.int32(-1)])), arr.max(axis=-1))
+    np.testing.assert_array_equal(to_numpy(em.argmax(x, axis=np.int64(1))), arr.argmax(axis=1))
+    for bad in (1.5, {0}):
+        with pytest.raises(TypeError, match="axis must be an int, a tuple of ints or None"):
+            em.sum(x, axis=bad)
+    with pytest.raises(TypeError, match="axis must be an int, got bool"):
+        em.sum(x, axis=True)

@@ -491,6 +491,14 @@ def test_flip_matches_numpy(axis):
         assert np.array_equal(to_numpy(t), arr)
 
 
+def test_flip_is_a_new_tensor_whatever_the_layout():
+    """A reversed x flips back to a contiguous layout: still a copy, so writes into it leave x alone."""
+    x = em.arange(4.0)[::-1]
+    f = em.flip(x)
+    f[...] = em.zeros(4)
+    assert x.tolist() == [3.0, 2.0, 1.0, 0.0]
+
+
 def test_many_dims_non_contiguous_tensor_can_be_made_contiguous():
     x = em.ones((2,) * 17)
     y = em.permute_dims(x, tuple(range(16, -1, -1)))
