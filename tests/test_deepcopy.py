@@ -1,6 +1,7 @@
 """copy.deepcopy of tensors, parameters and modules gives independent memory on the tensor's own
 device (never a second owner of one device handle); copy.copy shares memory, as PyTorch's does;
-pickling refuses with a typed error until a save/load API exists."""
+pickling refuses with a typed error until a save/load API exists.  ``device``: cpu and vulkan:0
+(conftest.py)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,6 @@ import pytest
 import ember_core as em
 from ember_core import nn, optim
 from ember_core.tensor import Storage
-
-
-@pytest.fixture(params=["cpu", "vulkan:0"])
-def device(request):
-    """Each test on cpu and on vulkan:0 (skipped with the reason where ember-vulkan has no device)."""
-    device = em.as_device(request.param)
-    try:
-        device.backend  # noqa: B018  (resolves the plugin, or explains why not)
-    except em.BackendUnavailableError as exc:
-        pytest.skip(str(exc))
-    return device
 
 
 def values(t):
