@@ -358,10 +358,10 @@ def _dilated_window_past_edge(out: Any, x: Any, kernel_size: tuple[int, int], st
     XNNPACK (2022) reads wrongly.  Without dilation it clamps each tap outside the input to the
     nearest edge pixel, which lies in the same window.  With dilation on either axis it instead
     replaces such a tap, on both axes, by the window's tap at ``output * stride - padding %
-    dilation``, assumed inside the input: true for taps in the top/left padding, false past the
-    bottom/right edge, where that tap is past the edge too and XNNPACK reads the next row's pixels
-    or memory past the input (issue 24: 1x3x4 arange, kernel (1, 2), padding (0, 1), dilation
-    (2, 1) gave 5 for max(4, padding)).  Those calls go to the next provider."""
+    dilation``, assumed inside the input.  That holds in the top/left padding; past the
+    bottom/right edge the substitute can lie past the edge too, and XNNPACK reads the next row's
+    pixels or memory past the input (issue 24: 1x3x4 arange, kernel (1, 2), padding (0, 1),
+    dilation (2, 1) gave 5 for max(4, padding)).  Every such call goes to the next provider."""
     if tuple(dilation) == (1, 1):
         return False
     strides = kernel_size if stride is None else stride
