@@ -11,7 +11,7 @@ import numpy as np
 
 from ember_core import dtypes as dt
 from ember_core.autograd.grad_mode import no_grad
-from ember_core.errors import DeviceError, IndexOutOfRangeError
+from ember_core.errors import DeviceError, IndexOutOfRangeError, ShapeError
 from ember_core.tensor import Tensor
 from ember_core.views import broadcast_shapes, broadcast_to, permute_dims, view_op
 
@@ -154,7 +154,11 @@ class _AdvancedIndex:
         view = basic_view(x, tuple(basic))
         self.view = view
         sizes = [view.shape[a] for a in adv_dims]
-        self.broadcast_shape = broadcast_shapes(*(i.shape for i in indices))
+        try:
+            self.broadcast_shape = broadcast_shapes(*(i.shape for i in indices))
+        except ShapeError as exc:  # a bad key, as numpy and PyTorch have it: an IndexError
+            raise IndexOutOfRangeError(f"the index arrays (bool scalars and masks among them) must broadcast "
+                                       f"together: {exc}") from None
         flat = None
         for idx, n in zip(indices, sizes):  # numpy checks integer scalars even where the result is empty
             if idx.ndim:

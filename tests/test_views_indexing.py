@@ -491,6 +491,16 @@ def test_flip_matches_numpy(axis):
         assert np.array_equal(to_numpy(t), arr)
 
 
+def test_index_arrays_that_do_not_broadcast_are_an_index_error():
+    """A bad key, as numpy and PyTorch have it (IndexError), not a ShapeError of the tensor."""
+    x = em.zeros((3, 4))
+    for key in ((em.asarray([0, 1]), em.asarray([0, 1, 2])), (False, em.asarray([0, 1, 2]))):
+        with pytest.raises(IndexError, match="must broadcast together"):
+            x[key]
+        with pytest.raises(IndexError, match="must broadcast together"):
+            x[key] = 1.0
+
+
 def test_flip_is_a_new_tensor_whatever_the_layout():
     """A reversed x flips back to a contiguous layout: still a copy, so writes into it leave x alone."""
     x = em.arange(4.0)[::-1]
