@@ -605,6 +605,15 @@ def test_python_scalar_zero_keeps_its_sign():
         assert_close(x * second, np.ones(2) * second, "float64", check_zero_sign=True)
 
 
+def test_python_complex_scalar_keeps_the_signs_of_its_zero_parts():
+    """4.5+0j == 4.5-0j in Python: the cached constant of one served the other."""
+    x = em.full((1,), complex(-0.0, -0.0), dtype="complex128")  # -0 + v is v, for v = +-0 too
+    for first, second in ((complex(4.5, -0.0), complex(4.5, 0.0)), (complex(-0.0, 2.0), complex(0.0, 2.0))):
+        for value in (first, second):
+            got = to_numpy(x + value)
+            assert (np.signbit(got.real), np.signbit(got.imag)) == (np.signbit(value.real), np.signbit(value.imag))
+
+
 @pytest.mark.parametrize("n", [1025, 65537, 262147])
 def test_large_arrays_take_the_same_path_as_small_ones(n):
     """Sizes past the vector width and the threading threshold, odd remainders, strided and flipped."""

@@ -163,9 +163,10 @@ _constants: dict[tuple[Any, ...], Tensor] = {}
 
 
 def _scalar_key(value: Any) -> tuple[type, Any]:
-    """A cache key for a Python scalar: zeros compare equal across signs (0.0 == -0.0), NaN equals
-    nothing, and 1 == 1.0 == True, so the type is part of it and those values are keyed by repr."""
-    return value.__class__, value if value and value == value else repr(value)
+    """A cache key for a Python scalar: zeros compare equal across signs (0.0 == -0.0, and so do
+    complex numbers with a zero part: 4.5+0j == 4.5-0j), NaN equals nothing, and 1 == 1.0 == True,
+    so the type is part of it and those values (every complex one) are keyed by repr."""
+    return value.__class__, value if value and value == value and value.__class__ is not complex else repr(value)
 
 
 def constant(value: Any, dtype: dt.DType, device: Any) -> Tensor:
