@@ -23,9 +23,10 @@ def _argsort(x: np.ndarray, *, axis: int = -1, descending: bool = False, stable:
     """Stable order; NaN sorts as the largest value (last ascending, first descending)."""
     if not descending:
         return np.argsort(x, axis=axis, kind="stable")
-    keys = x.astype(np.int64) if x.dtype.kind in "biu" else x
-    nan = np.isnan(keys) if keys.dtype.kind == "f" else np.zeros(keys.shape, bool)
-    return np.lexsort((-np.where(nan, 0, keys), ~nan), axis=axis)  # by (NaN first, then -x), stably
+    if x.dtype.kind in "biu":  # ~k = -k - 1 reverses the order without overflowing at int64's minimum
+        return np.argsort(~x.astype(np.int64), axis=axis, kind="stable")
+    nan = np.isnan(x)
+    return np.lexsort((-np.where(nan, 0, x), ~nan), axis=axis)  # by (NaN first, then -x), stably
 
 
 def _index_put(x: np.ndarray, indices: np.ndarray, values: Any, *, axis: int = 0,
