@@ -271,22 +271,37 @@ def layouts(ndim: int, *, allow_broadcast: bool = True) -> st.SearchStrategy:
 def place(values: np.ndarray, dtype: str, layout: Layout, device: str) -> Any:
     """An ember tensor on ``device`` whose logical values are ``values``, stored as ``layout`` says.
     For a broadcast layout, ``values`` must be constant along the broadcast axes."""
+    return view_in(em.asarray(storage(values, dtype, layout), dtype=dtype, device=device), layout, values.shape)
+
+
+def storage(values: np.ndarray, dtype: str, layout: Layout) -> np.ndarray:
+    """The flat storage ``place`` lays ``values`` out in (for a broadcast layout: the values it repeats)."""
     if layout.broadcast:
-        index = tuple(slice(0, 1) if i in layout.broadcast else slice(None) for i in range(values.ndim))
-        small = em.asarray(np.array(values[index], order="C"), dtype=dtype, device=device)
-        return em.broadcast_to(small, values.shape)
+        return np.array(values[tuple(slice(0, 1) if i in layout.broadcast else slice(None)
+                                     for i in range(values.ndim))], order="C")
     garbage = _GARBAGE[KIND[dtype]]
     # the storage, in the permuted axis order, big enough for the steps, garbage between the values
     # (a negative step reads the storage backwards, so the values go in reversed along that axis)
-    extent = [(n - 1) * abs(s) + 1 if n else 0 for n, s in zip(values.shape, layout.steps)]
-    big = np.full(extent, garbage, dtype=values.dtype)
+    big = np.full(_extents(values.shape, layout), garbage, dtype=values.dtype)
     big[tuple(slice(None, None, abs(s)) for s in layout.steps)] = np.flip(
         values, [i for i, s in enumerate(layout.steps) if s < 0])
     stored = np.array(np.transpose(big, layout.order), order="C")  # (ascontiguousarray makes 0-d 1-d)
-    flat = np.concatenate([np.full(layout.offset, garbage, dtype=values.dtype), stored.reshape(-1)])
-    base = em.asarray(flat, dtype=dtype, device=device)[layout.offset:].reshape(stored.shape)
+    return np.concatenate([np.full(layout.offset, garbage, dtype=values.dtype), stored.reshape(-1)])
+
+
+def view_in(base: Any, layout: Layout, shape: tuple[int, ...]) -> Any:
+    """The tensor of ``shape`` that ``layout`` makes of ``base``, a tensor holding ``storage``'s
+    values, through view ops alone (so that gradients flow back to ``base``)."""
+    if layout.broadcast:
+        return em.broadcast_to(base, shape)
+    extents = _extents(shape, layout)
+    base = base[layout.offset:].reshape(tuple(extents[i] for i in layout.order))
     inverse = tuple(int(i) for i in np.argsort(layout.order))
     return em.permute_dims(base, inverse)[tuple(slice(None, None, s) for s in layout.steps)]
+
+
+def _extents(shape: tuple[int, ...], layout: Layout) -> list[int]:
+    return [(n - 1) * abs(s) + 1 if n else 0 for n, s in zip(shape, layout.steps)]
 
 
 @st.composite
