@@ -348,6 +348,14 @@ def test_gradcheck_reports_a_wrong_gradient():
     assert autograd.gradcheck(doubled_gradient, [x], raise_exception=False) is False
 
 
+def test_gradcheck_of_empty_inputs():
+    """An input with no elements has no column to perturb; its gradient is empty, the others' checked."""
+    empty = em.zeros((0, 3), dtype=em.float64).requires_grad_()
+    y = em.asarray(np.array([1.0, 2.0])).requires_grad_()
+    assert autograd.gradcheck(lambda a: em.sum(a, axis=0), [empty])
+    assert autograd.gradcheck(lambda a, b: em.sum(a) + b * b, [empty, y])
+
+
 # ---- against PyTorch ---------------------------------------------------------------------------
 
 TORCH_OPS = {

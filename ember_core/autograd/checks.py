@@ -107,8 +107,10 @@ def _numerical_jacobians(fn: Callable[..., Any], inputs: list[Any], t: Tensor, e
             minus = _evaluate(fn, inputs)
             _set_element(t, j, original)
             columns.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
-        per_output = [np.stack([c[o] for c in columns], axis=1) if columns else np.zeros((0, 0))
-                      for o in range(len(columns[0]) if columns else 0)]
+        if columns:
+            per_output = [np.stack([c[o] for c in columns], axis=1) for o in range(len(columns[0]))]
+        else:  # t has no elements: no column, but a row per output element
+            per_output = [np.zeros((o.size, 0), dtype=np.complex128) for o in _evaluate(fn, inputs)]
         result.append((step, per_output))
     return result
 
