@@ -543,6 +543,14 @@ def test_vecdot_keeps_the_promoted_integer_dtype():
     assert_close(em.vecdot(a, a, axis=-1), np.array(14), "int16")
 
 
+def test_float16_vecdot_multiplies_in_float32():
+    """6 * 10920 = 65520 rounds to inf in float16; the sum 54600 does not (as in numpy and matmul)."""
+    a, b = np.array([6.0, -1.0], np.float16), np.array([10920, 10920], np.int16)
+    got = em.vecdot(em.asarray(a), em.asarray(b))
+    assert_close(got, np.vecdot(a.astype(np.float64), b.astype(np.float64)), "float16")
+    assert_close(got, em.matmul(em.asarray(a), em.asarray(b, dtype="float16")), "float16")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
 @SETTINGS
 @given(data=st.data())

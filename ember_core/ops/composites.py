@@ -30,15 +30,16 @@ def _count(x: Any, axis: Any) -> int:
 _HALVES = (dt.float16, dt.bfloat16)
 
 
-def _widened(x: Any) -> Any:
-    """x as the statistics compute it: float16 and bfloat16 in float32, as their sums accumulate
-    (and as numpy's mean and PyTorch's statistics do), so that a sum of values near float16's
-    largest or var's squares do not overflow before the result is rounded once (_rounded)."""
-    return _ops().astype(x, dt.float32) if x.dtype in _HALVES else x
+def _widened(x: Any, dtype: Any = None) -> Any:
+    """x as the statistics compute it when their result has ``dtype`` (x's by default): float16 and
+    bfloat16 in float32, as their sums accumulate (and as numpy's mean and PyTorch's statistics
+    do), so that a sum of values near float16's largest, var's squares or vecdot's products do not
+    overflow before the result is rounded once (_rounded)."""
+    return _ops().astype(x, dt.float32) if (dtype or x.dtype) in _HALVES else x
 
 
-def _rounded(out: Any, x: Any) -> Any:
-    return _ops().astype(out, x.dtype) if x.dtype in _HALVES else out
+def _rounded(out: Any, dtype: Any) -> Any:
+    return _ops().astype(out, dtype) if dtype in _HALVES else out
 
 
 def _mean(x: Any, axis: Any, keepdims: bool) -> Any:
@@ -56,17 +57,17 @@ def _variance(x: Any, axis: Any, correction: float, keepdims: bool) -> Any:
 
 def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     _require_floating("mean", x)
-    return _rounded(_mean(_widened(x), axis, keepdims), x)
+    return _rounded(_mean(_widened(x), axis, keepdims), x.dtype)
 
 
 def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
     _require_floating("var", x)
-    return _rounded(_variance(_widened(x), axis, correction, keepdims), x)
+    return _rounded(_variance(_widened(x), axis, correction, keepdims), x.dtype)
 
 
 def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
     _require_floating("std", x)
-    return _rounded(_ops().sqrt(_variance(_widened(x), axis, correction, keepdims)), x)
+    return _rounded(_ops().sqrt(_variance(_widened(x), axis, correction, keepdims)), x.dtype)
 
 
 def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:
@@ -96,7 +97,9 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     if ndim and x1.shape[from_end] != x2.shape[from_end]:
         raise ShapeError(f"vecdot: the contracted axis {axis} has size {x1.shape[from_end]} in x1 and "
                          f"{x2.shape[from_end]} in x2; it must have one size in both (it is not broadcast)")
-    return _ops().sum(conj(x1) * x2, axis=from_end, dtype=dt.result_type(x1, x2))
+    result = dt.result_type(x1, x2)
+    x1, x2 = _widened(x1, result), _widened(x2, result)
+    return _rounded(_ops().sum(conj(x1) * x2, axis=from_end, dtype=dt.result_type(x1, x2)), result)
 
 
 def _contracted(x: Any, axes: Any) -> tuple[Any, list[int]]:
