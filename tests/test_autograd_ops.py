@@ -348,6 +348,19 @@ def test_gradcheck_reports_a_wrong_gradient():
     assert autograd.gradcheck(doubled_gradient, [x], raise_exception=False) is False
 
 
+@pytest.mark.parametrize(("op", "kwargs", "shape"), [
+    ("prod", {"axis": ()}, (0,)), ("prod", {"axis": 1}, (0, 3)), ("prod", {"axis": 0}, (2, 0)),
+    ("sort", {}, (0,)), ("sort", {"axis": 0}, (0, 3)), ("sort", {"axis": -1}, (2, 0)),
+])
+def test_gradients_of_empty_inputs_are_empty(op, kwargs, shape):
+    """Reductions over no axis and sorts of empty axes: no reshape to a -1 that a zero-size dim
+    leaves open, no row count taken from an empty axis."""
+    x = em.zeros(shape, dtype=em.float64).requires_grad_()
+    out = getattr(em, op)(x, **kwargs)
+    (grad,) = autograd.grad(out, [x], em.ones(out.shape, dtype=em.float64))
+    assert grad.shape == shape
+
+
 def test_gradcheck_of_empty_inputs():
     """An input with no elements has no column to perturb; its gradient is empty, the others' checked."""
     empty = em.zeros((0, 3), dtype=em.float64).requires_grad_()

@@ -153,7 +153,7 @@ def _to_last(x: Tensor, axis: Any) -> tuple[Tensor, tuple[int, ...], tuple[int, 
     order = keep + axes
     moved = x.permute_dims(order) if x.ndim else x.reshape((1,))
     shape = moved._shape
-    return moved.reshape((*shape[: len(keep)], -1)), order, shape
+    return moved.reshape((*shape[: len(keep)], math.prod(shape[len(keep):]))), order, shape  # (no -1: a kept 0)
 
 
 def _from_last(t: Tensor, order: tuple[int, ...], shape: tuple[int, ...]) -> Tensor:
@@ -227,7 +227,7 @@ def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
     moved = views.moveaxis(x, a, -1)
     idx = views.moveaxis(indices, a, -1)
     n = moved._shape[-1]
-    rows = moved._numel // max(n, 1)
+    rows = math.prod(moved._shape[:-1])
     offsets = views.reshape(arange(rows, device=x._device) * n, (*moved._shape[:-1], 1))
     flat = ops.take(moved.reshape((-1,)), views.reshape(idx + offsets, (-1,)), axis=0)
     return views.moveaxis(flat.reshape(idx._shape), -1, a)
