@@ -549,6 +549,8 @@ def test_float16_vecdot_multiplies_in_float32():
     got = em.vecdot(em.asarray(a), em.asarray(b))
     assert_close(got, np.vecdot(a.astype(np.float64), b.astype(np.float64)), "float16")
     assert_close(got, em.matmul(em.asarray(a), em.asarray(b, dtype="float16")), "float16")
+    # the operands are still converted to float16 first: int32's minimum is -inf there, and 0 * -inf NaN
+    assert np.isnan(to_numpy(em.vecdot(em.asarray(np.zeros(1, np.float16)), em.asarray(np.array([-2**31], np.int32)))))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])

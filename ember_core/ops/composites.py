@@ -30,12 +30,12 @@ def _count(x: Any, axis: Any) -> int:
 _HALVES = (dt.float16, dt.bfloat16)
 
 
-def _widened(x: Any, dtype: Any = None) -> Any:
-    """x as the statistics compute it when their result has ``dtype`` (x's by default): float16 and
-    bfloat16 in float32, as their sums accumulate (and as numpy's mean and PyTorch's statistics
-    do), so that a sum of values near float16's largest, var's squares or vecdot's products do not
-    overflow before the result is rounded once (_rounded)."""
-    return _ops().astype(x, dt.float32) if (dtype or x.dtype) in _HALVES else x
+def _widened(x: Any) -> Any:
+    """x as the statistics compute it: float16 and bfloat16 in float32, as their sums accumulate
+    (and as numpy's mean and PyTorch's statistics do), so that a sum of values near float16's
+    largest, var's squares or vecdot's products do not overflow before the result is rounded once
+    (_rounded)."""
+    return _ops().astype(x, dt.float32) if x.dtype in _HALVES else x
 
 
 def _rounded(out: Any, dtype: Any) -> Any:
@@ -98,7 +98,8 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
         raise ShapeError(f"vecdot: the contracted axis {axis} has size {x1.shape[from_end]} in x1 and "
                          f"{x2.shape[from_end]} in x2; it must have one size in both (it is not broadcast)")
     result = dt.result_type(x1, x2)
-    x1, x2 = _widened(x1, result), _widened(x2, result)
+    if result in _HALVES:  # converted to the result dtype first (int32's minimum is -inf in float16)
+        x1, x2 = (_widened(_ops().astype(x, result)) for x in (x1, x2))
     return _rounded(_ops().sum(conj(x1) * x2, axis=from_end, dtype=dt.result_type(x1, x2)), result)
 
 
