@@ -24,7 +24,6 @@ from campaign import (
     assert_matches,
     assert_unchanged,
     cases,
-    dtypes_of,
     elements,
     elsewhere,
     examples,
@@ -38,10 +37,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from test_elementwise import promote, scalar_dtype
-from test_prop_reductions import ALL_DTYPES, along, axes
+from test_prop_reductions import ALL_DTYPES, along, axes, one_tensor
 
 import ember_core as em
 from ember_core.errors import DTypeError
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, on the special values
 
 COVERED = ["copy", "astype", "full", "where", "clip", "concat", "stack", "unstack", "tril", "triu", "repeat", "roll",
            "tile", "take", "index_put"]
@@ -77,13 +78,12 @@ def scalar_sources(partner: str) -> list[str]:
 # ---- copy, astype, full -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("target", "op"), cases(["copy"]))
-@examples(1)
+@examples(2)
 @given(data=st.data())
 def test_copy(target, op, data):
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    t, x = data.draw(tensors(data.draw(shapes(), label="shape"), dtype, target.device), label="x")
+    dtype, _, t, x = one_tensor(data, target, op)
     with target.active():
         got = em.copy(t)
     assert_same(got, x, dtype=dtype)
@@ -91,7 +91,7 @@ def test_copy(target, op, data):
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["astype"]))
-@examples(1)
+@examples(2)
 @given(data=st.data())
 def test_astype(target, op, data):
     """Every source dtype to every target dtype in each example (cheap, small tensors)."""
@@ -117,7 +117,7 @@ def test_astype(target, op, data):
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["full"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_full(target, op, data):
     """Fill values at each dtype's edges; without dtype=, the fill value's kind decides (bool,
@@ -145,7 +145,7 @@ def where_example(scalar: complex) -> Recorded:
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["where"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 @example(data=where_example(complex(4.5, -0.0)))  # then +0j: its zero's sign was the cached -0j's
 @example(data=where_example(complex(4.5, 0.0)))
@@ -193,16 +193,14 @@ def bound(data: Any, x_shape: tuple[int, ...], dtype: str, device: str, label: s
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["clip"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 @example(data=Recorded("clip", dtype="float16", shape=(), x=Drawn(0.0, "float16"), min_form="none", max_form="scalar",
                        max=-0.0))
 def test_clip(target, op, data):
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    shape = data.draw(shapes(), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device), label="x")
+    dtype, shape, t, x = one_tensor(data, target, op)
     (tmin, vmin), (tmax, vmax) = (bound(data, shape, dtype, target.device, name) for name in ("min", "max"))
     with target.active():
         got = em.clip(t, tmin, tmax)
@@ -221,7 +219,7 @@ def joined(data: Any, device: str, shapes_of: list[tuple[int, ...]]) -> tuple[li
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["concat"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_concat(target, op, data):
     """Sizes differ along the axis only (now and then elsewhere too, or the tensors are 0-d)."""
@@ -244,7 +242,7 @@ def test_concat(target, op, data):
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["stack"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_stack(target, op, data):
     if elsewhere(data, target, op):
@@ -261,14 +259,12 @@ def test_stack(target, op, data):
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["unstack"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_unstack(target, op, data):
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
-    shape = data.draw(shapes(), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device), label="x")
+    dtype, shape, t, x = one_tensor(data, target, op)
     axis = data.draw(axes(len(shape), tuples=False, none=False), label="axis")
     reference = (lambda: (x,)) if x.ndim == 0 and axis in (0, -1) else (lambda: REFERENCES["unstack"](x, axis=axis))
     with target.active():
@@ -289,14 +285,12 @@ def triangle_reference(op: str, x: np.ndarray, k: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["tril", "triu"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_triangle(target, op, data):
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    shape = data.draw(shapes(min_dims=1, max_dims=4), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device), label="x")
+    dtype, _, t, x = one_tensor(data, target, op, shapes(min_dims=1, max_dims=4))
     k = data.draw(st.integers(-5, 5), label="k")
     with target.active():
         outcome = raises_like(lambda: getattr(em, op)(t, k=k), lambda: triangle_reference(op, x, k))
@@ -314,7 +308,7 @@ def repeat_reference(x: np.ndarray, repeats: Any, axis: int | None) -> np.ndarra
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["repeat"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 @example(data=Recorded("repeat", dtype="bool", shape=(0,), x=Drawn([], "bool"), axis=None, negative=0,
                        repeats_form="int", repeats=-1))
@@ -322,9 +316,7 @@ def test_repeat(target, op, data):
     """repeats: an int, or counts as a tensor of shape (n,), (1,) or () (now and then negative)."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    shape = data.draw(shapes(max_dims=3), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device), label="x")
+    dtype, shape, t, x = one_tensor(data, target, op, shapes(max_dims=3))
     axis = data.draw(axes(len(shape), tuples=False), label="axis")
     counts = st.integers(-1, 3) if data.draw(st.integers(0, 5), label="negative") == 0 else st.integers(0, 3)
     n = x.size if axis is None else shape[axis] if -len(shape) <= axis < len(shape) else 1
@@ -354,15 +346,13 @@ def roll_reference(x: np.ndarray, shift: Any, axis: Any) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["roll"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_roll(target, op, data):
     """shift an int or a tuple; axis None, an int, or a tuple (repeated axes add their shifts)."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    shape = data.draw(shapes(), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device), label="x")
+    dtype, shape, t, x = one_tensor(data, target, op)
     span = max(len(shape), 1)
     axis = data.draw(st.none() | st.integers(-span, span - 1)
                      | st.lists(st.integers(-span, span - 1), min_size=1, max_size=3).map(tuple), label="axis")
@@ -377,14 +367,12 @@ def test_roll(target, op, data):
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["tile"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_tile(target, op, data):
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    shape = data.draw(shapes(max_dims=3, max_side=3), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device), label="x")
+    dtype, _, t, x = one_tensor(data, target, op, shapes(max_dims=3, max_side=3))
     repetitions = tuple(data.draw(st.lists(st.integers(0, 3), max_size=4), label="repetitions"))
     with target.active():
         got = em.tile(t, repetitions)
@@ -413,7 +401,7 @@ def take_reference(x: np.ndarray, indices: np.ndarray, axis: int | None) -> np.n
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["take"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 @example(data=Recorded("take", dtype="bool", shape=(), x=Drawn(False, "bool"), axis=0, out_of_range=0,
                        index_dtype="int8", indices=[0, 1]))
@@ -423,9 +411,7 @@ def test_take(target, op, data):
     """Indices of any integer dtype, negative ones counting from the end, now and then out of range."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    shape = data.draw(shapes(max_dims=3), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device), label="x")
+    dtype, shape, t, x = one_tensor(data, target, op, shapes(max_dims=3))
     axis = data.draw(axes(len(shape), tuples=False), label="axis")
     n = shape[axis] if shape and axis is not None and -len(shape) <= axis < len(shape) else max(x.size, 1)
     reach = n + 1 if data.draw(st.integers(0, 5), label="out_of_range") == 0 else n
@@ -443,7 +429,7 @@ def test_take(target, op, data):
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["index_put"]))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_index_put(target, op, data):
     """Into x in place (x is returned).  accumulate=True adds, repeated indices summing; without
@@ -451,9 +437,7 @@ def test_index_put(target, op, data):
     x is never a broadcast view here: writing through aliased elements is reported separately."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    shape = data.draw(shapes(min_dims=1, max_dims=3), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device, allow_broadcast=False), label="x")
+    dtype, shape, t, x = one_tensor(data, target, op, shapes(min_dims=1, max_dims=3), allow_broadcast=False)
     axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
     n = shape[axis]
     indices = np.array(data.draw(st.lists(st.integers(-n, n - 1), max_size=5) if n else st.just([]),

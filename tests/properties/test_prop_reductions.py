@@ -47,6 +47,8 @@ REDUCTIONS = ops_of("reduction")  # sum, prod, max, min, any, all
 STATISTICS = ["count_nonzero", "mean", "std", "var"]
 ARG_REDUCTIONS = ops_of("arg_reduction")
 SCANS = ops_of("scan")
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, on the special values
+
 COVERED = REDUCTIONS + STATISTICS + ARG_REDUCTIONS + SCANS
 WITH_DTYPE = {"sum", "prod", *SCANS}  # integers and bool accumulate in int64; dtype= is declared
 ALL_DTYPES = [d.name for d in em.dtypes.ALL_DTYPES]
@@ -79,6 +81,16 @@ def axes(draw: Any, ndim: int, *, tuples: bool = True, bad: bool = True, none: b
         a = draw(st.integers(0, ndim - 1))
         return (a, a - ndim)  # the same axis twice
     return draw(st.sampled_from([span, -span - 1]))
+
+
+def one_tensor(data: Any, target: Any, op: str, shape: Any = None, **options: Any) -> tuple[str, Any, Any, Any]:
+    """A property's usual first draws: one of the op's declared dtypes, a shape (from the strategy
+    ``shape``, or shapes()), and the tensor x in a drawn layout, its values within ``options`` and
+    the target's declared limits.  Returns (dtype, shape, tensor, exact values)."""
+    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
+    shape = data.draw(shapes() if shape is None else shape, label="shape")
+    t, x = data.draw(tensors(shape, dtype, target.device, **{**options, **target.limits(op, dtype)}), label="x")
+    return dtype, shape, t, x
 
 
 def along(reference: Any, x: np.ndarray, axis: Any, **kwargs: Any) -> Any:
@@ -193,7 +205,7 @@ def call_op(t: Any, op: str, method: bool, **kwargs: Any) -> Any:
 # ---- properties ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("target", "op"), cases(REDUCTIONS + STATISTICS))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 @example(data=Recorded("mean", dtype="float16", shape=(1, 2), x=Drawn([[65504.0, 65504.0]], "float16"), axis=None,
                        keepdims=False, method=False))
@@ -243,15 +255,13 @@ def test_reduction(target, op, data):
 
 
 @pytest.mark.parametrize(("target", "op"), cases(ARG_REDUCTIONS))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_arg_reduction(target, op, data):
     """The first extremum, or the first NaN where there is one; few distinct values, so ties are common."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
-    shape = data.draw(shapes(), label="shape")
-    t, x = data.draw(tensors(shape, dtype, target.device, low=-2, high=2, **target.limits(op, dtype)), label="x")
+    dtype, shape, t, x = one_tensor(data, target, op, low=-2, high=2)
     kwargs = {"axis": data.draw(axes(len(shape), tuples=False), label="axis"),
               "keepdims": data.draw(st.booleans(), label="keepdims")}
     method = data.draw(st.booleans(), label="method")
@@ -271,7 +281,7 @@ def scan_reference(op: str, x: np.ndarray, *, axis: Any, include_initial: bool) 
 
 
 @pytest.mark.parametrize(("target", "op"), cases(SCANS))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_scan(target, op, data):
     if elsewhere(data, target, op):
