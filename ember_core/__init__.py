@@ -55,6 +55,7 @@ from ember_core.errors import (
     ConfigError,
     DeviceError,
     DTypeError,
+    DTypeOverflowError,
     EmberError,
     IndexOutOfRangeError,
     KernelError,

@@ -73,15 +73,39 @@ def _host_array(obj: Any, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]
         arr = np.asarray(obj)
     except (ValueError, TypeError) as exc:
         raise ShapeError(f"asarray: cannot build a tensor from {type(obj).__name__}: {exc}") from None
-    if arr.dtype == object:
-        raise DTypeError(f"asarray: {type(obj).__name__} holds non-numeric or ragged data")
-    if dtype is None:
-        dtype = dt.from_numpy_dtype(arr.dtype) if is_array else _python_default(arr.dtype)
+    if is_array:
+        dtype = dt.from_numpy_dtype(arr.dtype) if dtype is None else dtype
+    else:
+        arr, dtype = _python_numbers(obj, arr, dtype)
+    if arr.dtype.kind == "c":
+        dt.check_cast(dt.from_numpy_dtype(arr.dtype), dtype, "asarray")
     if dtype is dt.bfloat16:
         return np.asarray(arr, dtype=np.float64, order="C"), dtype
     if arr.dtype.kind == "f" and dtype.kind in "iu":  # numpy's cast of NaN / out-of-range is undefined
         arr = dt.float_to_integer(arr, dtype)
     return np.asarray(arr, dtype=dtype.numpy, order="C"), dtype  # (ascontiguousarray makes 0-d 1-d)
+
+
+def _python_numbers(obj: Any, arr: np.ndarray, dtype: dt.DType | None) -> tuple[np.ndarray, dt.DType]:
+    """Python scalars and nested lists (numpy's reading of them in ``arr``) and their dtype: ember's
+    defaults (int64, float32, complex64), not numpy's, and integers that fit the integer dtype they
+    are stored in.  numpy wraps 300 into uint8 as 44, and holds ints beyond int64 as uint64, as
+    objects, or, mixed with negative ints, as float64 ([-1, 2**63]): those are read again here."""
+    if arr.dtype == object or arr.dtype.kind == "u" or (arr.dtype.kind == "f" and np.any(np.abs(arr) >= 2.0**63)):
+        arr = np.asarray(obj, dtype=object)  # the Python numbers themselves
+        try:
+            rank = max((dt.scalar_kind_rank(v.item() if isinstance(v, np.generic) else v) for v in arr.flat),
+                       default=0)
+        except DTypeError:
+            raise DTypeError(f"asarray: {type(obj).__name__} holds non-numeric data") from None
+        if rank >= 2:  # floats (or complex numbers) beside big ints: the floating kind holds them all
+            arr = arr.astype(np.complex128 if rank == 3 else np.float64)
+    if dtype is None:
+        dtype = _python_default(arr.dtype)
+    if arr.dtype.kind in "iuO" and dtype.kind in "iu" and arr.size:
+        for value in (arr.min(), arr.max()):
+            dt.check_fits(int(value), dtype, "asarray")
+    return arr, dtype
 
 
 def _python_default(np_dtype: np.dtype) -> dt.DType:
@@ -90,7 +114,7 @@ def _python_default(np_dtype: np.dtype) -> dt.DType:
         return dt.default_float
     if np_dtype.kind == "c":
         return dt.default_complex
-    if np_dtype.kind in "iu":
+    if np_dtype.kind in "iuO":  # (objects: Python ints beyond int64, refused as they are checked)
         return dt.default_int
     return dt.from_numpy_dtype(np_dtype)
 
@@ -183,9 +207,9 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
     recorded = storage_grad.needs_rebase(dst, src)
     if recorded:
         storage_grad.check_leaf(dst)
-    if src.device is not dst.device:
-        src = copy_to_device(src, dst.device)
-    elif src._storage is dst._storage and _may_overlap(src, dst):
+    check_same_device(dst, src)
+    dt.check_cast(src.dtype, dst.dtype, "writing into a tensor")
+    if src._storage is dst._storage and _may_overlap(src, dst):
         src = call("copy", src)  # x[1:] = x[:-1] must read the old values, not the ones being written
     src = broadcast_to(src, dst.shape)
     from ember_core.ops.families import resolve, run
@@ -196,6 +220,14 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
     dst._storage.version += 1
     if recorded:
         storage_grad.rebase(dst, src)
+
+
+def check_same_device(dst: Tensor, src: Tensor) -> None:
+    """A write into a tensor (x[...] = y, copy_into) takes a tensor of its own device: ember never
+    copies between devices implicitly, as no op does."""
+    if src.device is not dst.device:
+        raise DeviceError(f"writing a tensor on {src.device} into one on {dst.device}: move it with "
+                          f".to_device({str(dst.device)!r}) first (ember never copies between devices implicitly)")
 
 
 def _may_overlap(a: Tensor, b: Tensor) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ember_core.errors import DTypeError
+from ember_core.errors import DTypeError, DTypeOverflowError
 
 # kind order used by the category rule
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
@@ -312,6 +312,24 @@ def fits(value: int | float, dtype: DType) -> bool:
         info = np.iinfo(dtype.numpy)
         return int(info.min) <= value <= int(info.max)
     return True
+
+
+def check_cast(source: DType, target: DType, where: str) -> None:
+    """The Array API forbids casting complex to a real dtype: which part to keep (the real part, the
+    imaginary part, the magnitude) is the caller's to say.  Complex to bool stays (nonzero is True)."""
+    if source.kind == "c" and target.kind in "iuf":
+        raise DTypeError(f"{where}: cannot cast {source.name} to {target.name}, which would drop the imaginary "
+                         f"part; convert real(x), imag(x) or abs(x) instead")
+
+
+def check_fits(value: int | float, dtype: DType, where: str) -> None:
+    """Refuse a Python number that an integer dtype cannot hold: stored, it would wrap (300 in
+    uint8 reads back 44), as numpy's and C's conversions do."""
+    if not fits(value, dtype):
+        info = np.iinfo(dtype.numpy)
+        wider = "a float dtype (int64 is ember's widest integer)" if dtype is int64 else "a wider dtype"
+        raise DTypeOverflowError(f"{where}: {value!r} does not fit in {dtype.name} (range {info.min}..{info.max}); "
+                                 f"use {wider}")
 
 
 def float_to_integer(values: Any, dtype: Any) -> np.ndarray:

@@ -17,6 +17,11 @@ class DTypeError(EmberError, TypeError):
     """A dtype the op does not accept, or a cast the op may not do implicitly."""
 
 
+class DTypeOverflowError(DTypeError, OverflowError):
+    """A Python number outside the range of the integer dtype it would be stored in (it would wrap).
+    Also an OverflowError, which numpy raises for the same conversion."""
+
+
 class DeviceError(EmberError, RuntimeError):
     """Tensors on different devices in one op, or a device name that does not parse."""
 

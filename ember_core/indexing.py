@@ -101,8 +101,10 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 
 
 def setitem(x: Tensor, key: Any, value: Any) -> None:
-    from ember_core.creation import asarray, copy_into
+    from ember_core.creation import asarray, check_same_device, copy_into
 
+    if isinstance(value, Tensor):
+        check_same_device(x, value)  # (host data, lists and arrays, is converted instead)
     src = value if isinstance(value, Tensor) else asarray(value, dtype=x.dtype, device=x.device)
     if _is_basic(key):
         copy_into(basic_view(x, key), src)

@@ -573,6 +573,10 @@ def source_values(src: str) -> np.ndarray:
 @pytest.mark.parametrize("dst", ALL_NAMES)
 def test_astype_every_pair(src, dst):
     v = source_values(src)
+    if src.startswith("complex") and dst != "bool" and not dst.startswith("complex"):  # the Array API forbids it
+        with pytest.raises(em.DTypeError, match="imaginary part"):
+            make_tensor(v, src, "contiguous").astype(dst)
+        return
     for layout in ("contiguous", "flipped"):
         t = make_tensor(v, src, layout)
         expected = np_reference_cast(v, src, dst)

@@ -174,8 +174,8 @@ def constant(value: Any, dtype: dt.DType, device: Any) -> Tensor:
     key = (*_scalar_key(value), dtype, device)
     t = _constants.get(key)
     if t is None:
-        if dtype.kind in "iu" and not dt.fits(value, dtype):
-            raise DTypeError(f"the scalar {value!r} does not fit in {dtype.name}")
+        if dtype.kind in "iu":
+            dt.check_fits(value, dtype, "a Python scalar operand")
         from ember_core.creation import full
 
         t = full((), value, dtype=dtype, device=device)
@@ -364,6 +364,7 @@ def build_copy(schema: OpSchema, composite: Callable | None) -> Callable[..., Te
     def op(x: Tensor, dtype: Any = None, /) -> Tensor:
         x = as_tensor_arg(schema, x)
         dtype = x._dtype if dtype is None else dt.as_dtype(dtype)
+        dt.check_cast(x._dtype, dtype, schema.name)
         # a conversion is served by the kernel of the source dtype (it writes any destination)
         choice = resolve(schema, x._device, x._dtype, composite)
         out = empty(x._shape, dtype, x._device)
@@ -519,7 +520,12 @@ def _reduction_dtype(schema: OpSchema, dtype: dt.DType, requested: Any) -> dt.DT
     if schema.result == "bool":
         return dt.bool_
     if requested is not None:
-        return dt.as_dtype(requested)
+        requested = dt.as_dtype(requested)
+        if requested is dt.bool_ and schema.result == "accumulate":  # the kernels add and multiply numbers
+            raise DTypeError(f"{schema.name} accumulates in a numeric dtype, not bool; for a logical reduction "
+                             f"use any() or all(), or convert the result with .astype(bool)")
+        dt.check_cast(dtype, requested, schema.name)
+        return requested
     if schema.result == "accumulate" and dtype.kind in "biu":
         return dt.default_int
     return dtype
@@ -636,10 +642,10 @@ def build_fill(schema: OpSchema, composite: Callable | None) -> Callable[..., Te
             fill_value = fill_value.item()
         dtype = dt.dtype_for_scalar(fill_value, None) if dtype is None else dt.as_dtype(dtype)
         device = default_device() if device is None else as_device(device)
-        if dtype.kind in "iu" and not dt.fits(fill_value, dtype):
-            raise DTypeError(f"full: {fill_value!r} does not fit in {dtype.name}")
         if dtype.kind in "biu" and isinstance(fill_value, (float, complex)):
             raise DTypeError(f"full: cannot fill {dtype.name} with {fill_value!r}; pass an int or a float dtype")
+        if dtype.kind in "iu":
+            dt.check_fits(fill_value, dtype, "full")
         out = empty(shape, dtype, device)
         run(schema, resolve(schema, device, dtype, None), (out,), (), {"value": fill_value})
         return out
