@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ember_core import dispatch
 from ember_core import dtypes as dt
 from ember_core.autograd.grad_mode import MODE
@@ -408,14 +410,25 @@ def _bound_builder(impl: Callable[[OpSchema, Callable | None, dict[str, Any]], A
     return builder
 
 
+_FLAG_TYPES = ("bool", "bool | None")
+
+
 def binder(schema: OpSchema) -> Callable[..., dict[str, Any]]:
     """A function with the op's signature that returns its arguments by name, defaults applied.
 
     Generated from the schema so that CPython itself binds the call (inspect.Signature.bind
-    costs tens of microseconds per call); a bad call raises TypeError naming the op's signature."""
+    costs tens of microseconds per call); a bad call raises TypeError naming the op's signature.
+    Parameters declared ``bool`` (or ``bool | None``) are checked here, for every op at once: a
+    flag is True or False (numpy's bools read as Python's), never an int or a string, which would
+    be read by truthiness (descending="no" sorting descending), as PyTorch refuses them too."""
     parts: list[str] = []
-    defaults: dict[str, Any] = {}
+    checks: list[str] = []
+    defaults: dict[str, Any] = {"_flag": _flag}
     for i, p in enumerate(schema.params):
+        if p.annotation in _FLAG_TYPES:
+            optional = p.annotation != "bool"
+            checks.append(f"    if {p.name}.__class__ is not bool{f' and {p.name} is not None' if optional else ''}:\n"
+                          f"        {p.name} = _flag({p.name!r}, {p.name}, {optional})\n")
         if p.keyword_only and "*" not in parts:
             parts.append("*")
         if p.required:
@@ -427,7 +440,7 @@ def binder(schema: OpSchema) -> Callable[..., dict[str, Any]]:
             parts.append("/")
     names = ", ".join(f"{p.name!r}: {p.name}" for p in schema.params)
     fn_name = schema.name.rsplit(".", 1)[-1]  # a vendor op's "acme.double" is no identifier
-    source = f"def {fn_name}({', '.join(parts)}):\n    return {{{names}}}\n"
+    source = f"def {fn_name}({', '.join(parts)}):\n{''.join(checks)}    return {{{names}}}\n"
     exec(compile(source, f"<{schema.file}: {schema.name}>", "exec"), defaults)
     bind = defaults[fn_name]
 
@@ -439,6 +452,14 @@ def binder(schema: OpSchema) -> Callable[..., dict[str, Any]]:
 
     checked.__signature__ = inspect.signature(bind)  # type: ignore[attr-defined]
     return checked
+
+
+def _flag(name: str, value: Any, optional: bool) -> bool:
+    """A flag that is not a Python bool: numpy's bool reads as one, anything else is refused."""
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False{' (or None)' if optional else ''}, got "
+                    f"{type(value).__name__} {value!r}")
 
 
 class _ReductionPlan(NamedTuple):
@@ -487,7 +508,7 @@ def build_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..
         x = a["x"]
         if x.__class__ is not Tensor:
             x = as_tensor_arg(schema, x)
-        axis, keepdims, requested = a["axis"], bool(a["keepdims"]), a.get("dtype")
+        axis, keepdims, requested = a["axis"], a["keepdims"], a.get("dtype")
         if axis.__class__ is list:
             axis = tuple(axis)
         key = (x._dtype, x._shape, x._device, axis, keepdims, requested, _state.prefs or dispatch.current())
@@ -568,7 +589,7 @@ def build_sort(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) 
     x = as_tensor_arg(schema, a["x"])
     check_dtype(schema, x._dtype)
     out_dtype = dt.index_dtype if schema.result == "index" else x._dtype
-    return _last_axis_op(schema, x, a["axis"], out_dtype, {"descending": bool(a["descending"])})
+    return _last_axis_op(schema, x, a["axis"], out_dtype, {"descending": a["descending"]})
 
 
 @_bound_builder
@@ -714,7 +735,7 @@ def build_put(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -
     values = broadcast_to(cast(values, x._dtype), shape)
     dst = _axis_view(xa, axis)  # a view when x's layout allows one, else a copy written back below
     run(schema, resolve(schema, x._device, x._dtype, None), (dst,), (idx, _axis_view(values, axis)),
-        {"accumulate": bool(a["accumulate"])})
+        {"accumulate": a["accumulate"]})
     if dst._storage is not x._storage:
         from ember_core.creation import copy_into
 
@@ -810,8 +831,11 @@ def build_composite(schema: OpSchema, composite: Callable | None) -> Callable[..
     if composite is None:
         raise UnsupportedOpError(f"{schema.file}: op {schema.name!r} of family 'composite' has no implementation")
     impl = composite  # bound now: the installer renames the function it is handed
+    check_flags = binder(schema) if any(p.annotation in _FLAG_TYPES for p in schema.params) else None
 
     def op(*args: Any, **kwargs: Any) -> Any:
+        if check_flags is not None:
+            check_flags(*args, **kwargs)
         if _state.prefs is not None and _state.prefs.trace is not None:
             dispatch.note_composite(schema.name, "", "")
         return impl(*args, **kwargs)
