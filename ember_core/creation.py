@@ -164,7 +164,7 @@ def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
     if dtype is None:
         dtype = dt.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dt.default_int
     dtype = dt.as_dtype(dtype)
-    n = max(0, math.ceil((stop - start) / step))
+    n = as_shape(max(0, math.ceil((stop - start) / step)))[0]  # (refused beyond int64, where numpy's arange wraps)
     values = start + step * np.arange(n, dtype=np.float64 if dtype.kind in "fc" else np.int64)
     return asarray(values, dtype=dtype, device=device)
 

@@ -19,7 +19,10 @@ from ember_core import dtypes as _dt
 from ember_core.device import Device, as_device
 from ember_core.errors import DeviceError, DTypeError, NotSerializableError, ShapeError
 
-_MAX_BYTES = 2**62
+# No 64-bit CPU addresses more than 2**57 bytes (x86-64 and RISC-V with 5-level paging; ARM64: 2**52),
+# so no allocation can be larger, and no op may walk more bytes in one operand, broadcast views included
+# (ember_core.ops.families.run): a view allows the ops its dense copy would, refused before any kernel.
+MAX_BYTES = 2**57
 _SMALL_BLOCK = 1 << 16  # blocks up to this size are recycled by the core
 _BLOCKS_PER_SIZE = 32  # how many freed blocks of one size a device keeps
 
@@ -36,8 +39,8 @@ class Storage:
 
     def __init__(self, device: Device, nbytes: int, handle: Any = None) -> None:
         self.free = None  # set last: a failed allocation must not be freed
-        if nbytes > _MAX_BYTES:
-            raise MemoryError(f"cannot allocate {nbytes} bytes on {device}: beyond any address space")
+        if nbytes > MAX_BYTES:
+            raise MemoryError(f"cannot allocate {nbytes} bytes on {device}: beyond any address space (2**57 bytes)")
         alloc = device._alloc
         if alloc is None:
             device.backend  # noqa: B018  (resolves the backend and caches its hooks, or explains why not)

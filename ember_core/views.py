@@ -75,19 +75,42 @@ def along_axis(x: Tensor, axis: int) -> tuple[Tensor, int]:
     return (x.reshape((1,)) if x.ndim == 0 else x), axis
 
 
-def as_shape(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int):
-        shape = (shape,)
+MAX_ELEMENTS = 2**63 - 1  # int64, the type of every size, stride and index the ABI and kernels use
+
+
+def _ints(values: Any, what: str) -> tuple[int, ...]:
     try:
-        out = tuple(int(n.__index__()) for n in shape)
+        return tuple(int(n.__index__()) for n in values)
     except (TypeError, AttributeError):
-        raise TypeError(f"a shape is a sequence of ints, got {shape!r}") from None
+        raise TypeError(f"{what} is a sequence of ints, got {values!r}") from None
+
+
+def check_extent(shape: tuple[int, ...]) -> None:
+    """A shape whose element count (its non-zero dims multiplied: also the largest stride of its
+    contiguous layout) is beyond int64 cannot be described to a kernel: refused here, before a
+    native call would overflow."""
+    if math.prod(max(n, 1) for n in shape) > MAX_ELEMENTS:
+        raise ShapeError(f"shape {shape} is too large: its dims multiply past 2**63 - 1, the most elements an "
+                         f"int64 index (every kernel's) can count")
+
+
+def as_shape(shape: Any) -> tuple[int, ...]:
+    out = _ints((shape,) if isinstance(shape, int) else shape, "a shape")
     if any(n < 0 for n in out):
         raise ShapeError(f"negative dimension in shape {out}")
+    check_extent(out)
     return out
 
 
-def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+    """The Array API's broadcast_shapes (an int stands for a 1-d shape, as in numpy)."""
+    out = _broadcast_shapes(*(as_shape(s) for s in shapes))
+    check_extent(out)
+    return out
+
+
+def _broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """broadcast_shapes of shapes already valid (those of tensors): the ops' inner form."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for shape in shapes:
@@ -167,6 +190,7 @@ def _infer_shape(shape: tuple[int, ...], numel: int, old: tuple[int, ...]) -> tu
         shape = tuple(numel // known if n == -1 else n for n in shape)
     if math.prod(shape) != numel:
         raise ShapeError(f"cannot reshape {old} ({numel} elements) into {shape} ({math.prod(shape)} elements)")
+    check_extent(shape)  # (a size-0 shape may hold any other dims)
     return shape
 
 
@@ -291,12 +315,21 @@ def flip_view(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 
 
 @view_op
-def as_strided(x: Tensor, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
-    """Internal: windows for convolution and pooling.  Bounds are checked against the storage."""
-    itemsize = x.itemsize
+def as_strided(x: Tensor, shape: Any, strides: Any, offset: int) -> Tensor:
+    """Any layout over x's storage (strides in elements, ``offset`` from the storage's start, not
+    from x's): the windows of convolution and pooling, autograd's restride.  Checked whole, since
+    a kernel trusts a view's layout: ints, sizes >= 0, and every element it reaches inside the
+    storage."""
+    shape, strides = as_shape(shape), _ints(strides, "strides")
+    offset = _ints((offset,), "offset")[0]
+    elements = x._storage.nbytes // x.itemsize
+    if len(strides) != len(shape):
+        raise ShapeError(f"as_strided: {len(strides)} strides for the {len(shape)} dims of shape {shape}")
     lo, hi = span(shape, strides, offset)
-    if math.prod(shape) and (lo < 0 or (hi + 1) * itemsize > x._storage.nbytes):
-        raise ShapeError("as_strided view reaches outside its storage")
+    if not 0 <= offset <= elements or any(abs(s) > MAX_ELEMENTS for s in strides) or (
+            math.prod(shape) and (lo < 0 or hi >= elements)):
+        raise ShapeError(f"as_strided: shape {shape}, strides {strides} and offset {offset} reach elements "
+                         f"{lo}..{hi}, outside the storage's 0..{elements - 1}")
     return x._view(shape, strides, offset)
 
 

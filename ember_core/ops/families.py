@@ -31,10 +31,10 @@ from ember_core.errors import (
 )
 from ember_core.ops.registry import OpSchema
 from ember_core.plugins import MAX_NDIM
-from ember_core.tensor import Storage, Tensor, contiguous_strides
+from ember_core.tensor import MAX_BYTES, Storage, Tensor, contiguous_strides
 from ember_core.views import (
+    _broadcast_shapes,
     along_axis,
-    broadcast_shapes,
     broadcast_to,
     expand_to,
     normalize_axes,
@@ -77,6 +77,10 @@ def run(schema: OpSchema, choice: dispatch.Choice | None, outs: tuple[Tensor, ..
 
     A kernel that declines (returns NotImplemented) hands the call to the next choice.  Returns
     False when that leaves only the composite, which the caller then runs."""
+    for operands in (ins, outs):  # (outs too: the copy family writes into views)
+        for t in operands:
+            if t.__class__ is Tensor and t._numel > _FEWER_ALWAYS_FIT:
+                _check_walk(schema, t)
     while choice is not None and choice.how == "native":
         if choice.kernel(*outs, *ins, **attrs) is not NotImplemented:
             return True
@@ -88,6 +92,19 @@ def run(schema: OpSchema, choice: dispatch.Choice | None, outs: tuple[Tensor, ..
         return False
     _run_fallback(schema, choice, outs, ins, attrs)
     return True
+
+
+_FEWER_ALWAYS_FIT = MAX_BYTES // 16  # no dtype is wider than 16 bytes
+
+
+def _check_walk(schema: OpSchema, t: Tensor) -> None:
+    """Refuse an operand (a broadcast view) larger than any tensor could be: its shape is valid,
+    walking it is not.  The limit is the allocation's, MAX_BYTES as if the operand were dense, so
+    a view allows exactly the ops its materialized copy would; beyond it a kernel runs for decades."""
+    if t._numel * t._dtype.itemsize > MAX_BYTES:
+        raise ShapeError(f"{schema.name}: an operand of shape {t._shape} ({t._dtype.name}) stands for "
+                         f"{t._numel * t._dtype.itemsize} bytes, more than any tensor can hold (2**57, the largest "
+                         f"address space); no op walks more, even over a broadcast view: reduce before broadcasting")
 
 
 _UPDATES_OUTPUT = {"put"}  # families whose kernels read-modify-write their output (index_put)
@@ -263,7 +280,7 @@ def _broadcast_pair(s1: tuple[int, ...], s2: tuple[int, ...]) -> tuple[int, ...]
     if shape is None:
         if len(_broadcasts) > 4096:
             _broadcasts.clear()
-        shape = _broadcasts[s1, s2] = broadcast_shapes(s1, s2)
+        shape = _broadcasts[s1, s2] = _broadcast_shapes(s1, s2)
     return shape
 
 
@@ -346,7 +363,7 @@ def build_where(schema: OpSchema, composite: Callable | None) -> Callable[..., T
             x1 = constant(x1, dt.dtype_for_scalar(x1, None), condition._device)
         x1, x2 = scalar_operands(schema, x1, x2)
         device = same_device(schema, condition, x1, x2)
-        shape = broadcast_shapes(condition._shape, x1._shape, x2._shape)
+        shape = _broadcast_shapes(condition._shape, x1._shape, x2._shape)
         compute = dt.promote_types(x1._dtype, x2._dtype)
         choice = resolve(schema, device, compute, composite)
         ins = tuple(expand_to(t, shape) for t in (condition, cast(x1, compute), cast(x2, compute)))
@@ -633,7 +650,7 @@ def build_matmul(schema: OpSchema, composite: Callable | None) -> Callable[..., 
             raise ShapeError(f"matmul: shapes {x1._shape} and {x2._shape} do not fit "
                              f"({a._shape[-1]} != {b._shape[-2]} in the contracted dimension)")
         a_batch, b_batch = a._shape[:-2], b._shape[:-2]
-        batch = a_batch if a_batch == b_batch else broadcast_shapes(a_batch, b_batch)
+        batch = a_batch if a_batch == b_batch else _broadcast_shapes(a_batch, b_batch)
         m, n = a._shape[-2], b._shape[-1]
         a, b = cast(a, compute), cast(b, compute)
         if a_batch != batch:
