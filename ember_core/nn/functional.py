@@ -9,7 +9,7 @@ from typing import Any
 
 import ember_core as em
 from ember_core.autograd import no_grad
-from ember_core.errors import DTypeError, ShapeError
+from ember_core.errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ember_core.ops.nn_families import REDUCTIONS
 from ember_core.tensor import Tensor
 
@@ -139,9 +139,16 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def one_hot(indices: Tensor, num_classes: int) -> Tensor:
-    """int64 (..., num_classes) with a 1 at each index."""
+    """int64 (..., num_classes) with a 1 at each index.  Every index must be a class in
+    [0, num_classes), as in PyTorch: one outside would give a row of zeros, silently."""
     if indices.dtype.kind not in "iu":
         raise DTypeError(f"one_hot needs integer indices, got {indices.dtype.name}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
+        raise ValueError(f"one_hot: num_classes must be an int >= 0 (ember does not infer it), got {num_classes!r}")
+    if indices.size:
+        for extreme in (em.min(indices).item(), em.max(indices).item()):
+            if not 0 <= extreme < num_classes:
+                raise IndexOutOfRangeError(f"one_hot: class {extreme} is outside [0, num_classes) = [0, {num_classes})")
     classes = em.arange(num_classes, device=indices.device)
     return em.astype(em.expand_dims(indices, axis=-1) == classes, em.int64)
 

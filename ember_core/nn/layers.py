@@ -8,6 +8,7 @@ from typing import Any
 
 import ember_core as em
 from ember_core.autograd import no_grad
+from ember_core.errors import ShapeError
 from ember_core.nn import functional as F
 from ember_core.nn import init
 from ember_core.nn.module import FUSABLE_ACTIVATIONS, FUSED_FORWARD, Module
@@ -20,11 +21,30 @@ def _param(shape: tuple[int, ...], device: Any, dtype: Any) -> Parameter:
 
 
 def _uniform_fan_in(weight: Tensor, bias: Tensor | None) -> None:
-    """PyTorch's default for Linear and Conv: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both."""
-    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    """PyTorch's default for Linear and Conv: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for both.  A weight
+    without elements (no input channels, a 0x0 kernel) may have fan-in 0: nothing to draw, bias 0."""
+    if weight.size:
+        init.kaiming_uniform_(weight, a=math.sqrt(5))
     if bias is not None:
         bound = 1.0 / math.sqrt(init.fan_in_and_fan_out(weight)[0]) if weight.size else 0.0
         init.uniform_(bias, -bound, bound)
+
+
+def _check_count(layer: str, name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{layer}: {name} must be an int, got {type(value).__name__} {value!r}")
+    if value < least:
+        raise ShapeError(f"{layer}: {name} must be at least {least}, got {value}")
+
+
+def _check_groups(layer: str, groups_name: str, groups: Any, **channels: Any) -> None:
+    """Channel counts are ints >= 0 that split into ``groups`` (an int >= 1) equal groups."""
+    _check_count(layer, groups_name, groups, 1)
+    for name, n in channels.items():
+        _check_count(layer, name, n, 0)
+        if n % groups:
+            raise ShapeError(f"{layer}: {name}={n} channels do not split into {groups} groups ({groups_name} must "
+                             f"divide it)")
 
 
 class Linear(Module):
@@ -49,9 +69,7 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, bias: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
-                             f"divisible by groups ({groups})")
+        _check_groups("Conv2d", "groups", groups, in_channels=in_channels, out_channels=out_channels)
         kernel = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
         self.stride, self.dilation, self.groups = stride, dilation, groups
@@ -184,8 +202,7 @@ class GroupNorm(Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        if num_channels % num_groups:
-            raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
+        _check_groups("GroupNorm", "num_groups", num_groups, num_channels=num_channels)
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self.weight = Parameter(em.ones(num_channels, dtype=dtype, device=device)) if affine else None
         self.bias = Parameter(em.zeros(num_channels, dtype=dtype, device=device)) if affine else None

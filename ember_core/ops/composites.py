@@ -134,7 +134,7 @@ def concat(arrays: Any, /, *, axis: Any = 0) -> Any:
     from ember_core.creation import copy_into, empty
     from ember_core.views import normalize_axis
 
-    arrays = list(arrays)
+    arrays = _tensor_list("concat", arrays)
     if not arrays:
         raise ShapeError("concat needs at least one tensor")
     if axis is None:
@@ -163,7 +163,7 @@ def concat(arrays: Any, /, *, axis: Any = 0) -> Any:
 def stack(arrays: Any, /, *, axis: int = 0) -> Any:
     from ember_core.views import expand_dims, normalize_axis
 
-    arrays = list(arrays)
+    arrays = _tensor_list("stack", arrays)
     if not arrays:
         raise ShapeError("stack needs at least one tensor")
     if any(a.shape != arrays[0].shape for a in arrays):
@@ -231,6 +231,13 @@ def _tensor_arg(name: str, x: Any) -> Any:
         raise TypeError(f"{name}: x must be an ember tensor, got {type(x).__name__}; wrap data with "
                         f"ember_core.asarray(...)")
     return x
+
+
+def _tensor_list(name: str, arrays: Any) -> list[Any]:
+    """The arrays of concat and stack: a list or tuple of tensors (a str is a sequence too, of str)."""
+    if not isinstance(arrays, (list, tuple)):
+        raise TypeError(f"{name}: arrays must be a list or tuple of ember tensors, got {type(arrays).__name__}")
+    return [_tensor_arg(name, a) for a in arrays]
 
 
 def _int_arg(name: str, what: str, value: Any) -> int:
