@@ -433,7 +433,7 @@ def test_take(target, op, data):
 @given(data=st.data())
 def test_index_put(target, op, data):
     """Into x in place (x is returned).  accumulate=True adds, repeated indices summing; without
-    it, where an index repeats, one of the values written there lands (the doc names no order).
+    it, where an index repeats, one of the values written there lands (which one, the doc leaves open).
     x is never a broadcast view here: writing through aliased elements is reported separately."""
     if elsewhere(data, target, op):
         return
