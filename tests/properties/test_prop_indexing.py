@@ -118,15 +118,21 @@ def _mask(draw: Any, covered: list[int]) -> np.ndarray:
 
 # ---- properties ----------------------------------------------------------------------------------
 
+def source(data: Any, target: Any, **options: Any) -> tuple[str, tuple[int, ...], Any, np.ndarray]:
+    """(dtype, shape, x, its values): the tensor a property indexes, of any dtype, in a drawn layout."""
+    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
+    shape = data.draw(shapes(), label="shape")
+    x, values = data.draw(tensors(shape, dtype, target.device, **options), label="x")
+    return dtype, shape, x, values
+
+
 @pytest.mark.parametrize("target", target_params())
 @examples(4)
 @given(data=st.data())
 def test_getitem(target, data):
     if elsewhere(data, target, "getitem"):
         return
-    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
-    shape = data.draw(shapes(), label="shape")
-    x, values = data.draw(tensors(shape, dtype, target.device), label="x")
+    dtype, shape, x, values = source(data, target)
     key, np_key = data.draw(keys(shape, target.device), label="key")
     with target.active():
         outcome = raises_like(lambda: x[key], lambda: values[np_key])
@@ -141,9 +147,7 @@ def test_setitem(target, data):
     """x[key] = value, value a tensor broadcast to the indexed shape or a Python scalar."""
     if elsewhere(data, target, "setitem"):
         return
-    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
-    shape = data.draw(shapes(), label="shape")
-    x, values = data.draw(tensors(shape, dtype, target.device, allow_broadcast=False), label="x")
+    dtype, shape, x, values = source(data, target, allow_broadcast=False)
     key, np_key = data.draw(keys(shape, target.device), label="key")
     try:
         indexed = values[np_key].shape

@@ -43,7 +43,7 @@ from campaign import (
 from ember_conformance.references import REFERENCES
 from ember_conformance.references import magnitude as conformance_magnitude
 from ember_conformance.tolerances import GRAD_TOLERANCES, TOLERANCES, compare
-from hypothesis import example, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from nn_space import ConvCase, adaptive_cases, conv_cases, conv_output_shape, group_counts, norm_shapes, pool_cases
 
@@ -259,10 +259,15 @@ def test_pool(target, op, data):
     kw = case.kwargs
     x = _tensor(data, case.x_shape, dtype, target, "x")
     torch_pool = (lambda a: tF.max_pool2d(a, **kw)) if kind == "max" else (lambda a: tF.avg_pool2d(a, **kw))
+    # PyTorch 2.13's max_pool2d backward corrupts memory (aborts the process) where a dilated
+    # window holds padding alone (its forward, -inf there, is fine): no gradient reference then
+    padding_alone = kind == "max" and bool(np.isneginf(REFERENCES["max_pool2d"](np.zeros(case.x_shape), **kw)).any())
     if op in ("max_pool2d", "avg_pool2d"):
         ember_pool = getattr(F, op)
-        check(data, target, dtype, lambda a: ember_pool(a, **kw), torch_pool, [x], multilinear=kind == "avg")
+        check(data, target, dtype, lambda a: ember_pool(a, **kw), torch_pool, [x], multilinear=kind == "avg",
+              grads=not padding_alone)
         return
+    assume(not padding_alone)
     pooled_shape = tuple(torch_pool(_torch(np.zeros(case.x_shape))).shape)
     if op == "max_pool2d_select":
         values = _tensor(data, case.x_shape, dtype, target, "values")

@@ -216,6 +216,15 @@ def check_writes_through(result: Any, base: Any, expected: np.ndarray, storage: 
 
 # ---- properties --------------------------------------------------------------------------------------
 
+def source(data: Any, target: Any, op: str, drawn_shapes: Any, **options: Any) -> tuple[str, tuple[int, ...], Any,
+                                                                                      np.ndarray]:
+    """(dtype, shape, x, its values): the tensor a property views, of any dtype, in a drawn layout."""
+    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
+    shape = data.draw(drawn_shapes, label="shape")
+    x, values = data.draw(tensors(shape, dtype, target.device, **target.limits(op, dtype), **options), label="x")
+    return dtype, shape, x, values
+
+
 @pytest.mark.parametrize(("target", "op"), cases(CHAINED))
 @examples(2)
 @given(data=st.data())
@@ -223,9 +232,7 @@ def test_view_chain(target, op, data):
     """``op``, then up to two more view ops, against numpy: values, and writes through the result."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
-    shape = data.draw(shapes(), label="shape")
-    x, _ = data.draw(tensors(shape, dtype, target.device, **target.limits(op, dtype)), label="x")
+    dtype, _, x, _ = source(data, target, op, shapes())
     storage, np_x = mirror(x)
     chain = [op, *data.draw(st.lists(st.sampled_from(CHAINED), max_size=2), label="then")]
     result, expected, bool_key = x, np_x, False
@@ -258,9 +265,7 @@ def test_bool_key_views(target, op, data):
     it land where ``x[key] = v`` puts them."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
-    shape = data.draw(shapes(max_dims=3), label="shape")
-    x, _ = data.draw(tensors(shape, dtype, target.device, allow_broadcast=False), label="x")
+    dtype, shape, x, _ = source(data, target, op, shapes(max_dims=3), allow_broadcast=False)
     key = data.draw(basic_keys(shape).filter(lambda k: any(isinstance(e, bool) for e in k)), label="key")
     storage, np_x = mirror(x)
     with target.active():
@@ -278,9 +283,7 @@ def test_flip(target, op, data):
     """em.flip: numpy's values, in a tensor of its own (writes to it leave x alone)."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
-    shape = data.draw(shapes(min_dims=1), label="shape")
-    x, values = data.draw(tensors(shape, dtype, target.device, allow_broadcast=False), label="x")
+    dtype, shape, x, values = source(data, target, op, shapes(min_dims=1), allow_broadcast=False)
     axis = data.draw(st.none() | st.integers(-len(shape), len(shape) - 1) |
                      st.lists(st.integers(0, len(shape) - 1), unique=True).map(tuple), label="axis")
     with target.active():
@@ -298,9 +301,7 @@ def test_as_strided(target, op, data):
     over the same storage; any layout reaching outside the storage is refused (a ShapeError)."""
     if elsewhere(data, target, op):
         return
-    dtype = data.draw(st.sampled_from(ALL_DTYPES), label="dtype")
-    x, _ = data.draw(tensors(data.draw(shapes(min_dims=1), label="shape"), dtype, target.device,
-                             allow_broadcast=False), label="x")
+    dtype, _, x, _ = source(data, target, op, shapes(min_dims=1), allow_broadcast=False)
     storage, _ = mirror(x)
     shape = data.draw(shapes(max_dims=3), label="view shape")
     strides = tuple(data.draw(st.lists(st.integers(-3, 3), min_size=len(shape), max_size=len(shape)), label="strides"))
