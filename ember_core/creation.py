@@ -14,7 +14,7 @@ from ember_core.errors import DeviceError, DTypeError, ShapeError
 from ember_core.ops import call
 from ember_core.ops.families import empty as _empty
 from ember_core.tensor import Storage, Tensor, contiguous_strides
-from ember_core.views import as_shape, broadcast_to
+from ember_core.views import as_shape, broadcast_to, check_writable
 
 
 def _device(device: Any) -> Device:
@@ -208,6 +208,7 @@ def copy_into(dst: Tensor, src: Tensor) -> None:
     if recorded:
         storage_grad.check_leaf(dst)
     check_same_device(dst, src)
+    check_writable(dst)
     dt.check_cast(src.dtype, dst.dtype, "writing into a tensor")
     if src._storage is dst._storage and _may_overlap(src, dst):
         src = call("copy", src)  # x[1:] = x[:-1] must read the old values, not the ones being written

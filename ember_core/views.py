@@ -94,6 +94,17 @@ def check_extent(shape: tuple[int, ...]) -> None:
                          f"int64 index (every kernel's) can count")
 
 
+def check_writable(t: Tensor, what: str = "the tensor written") -> None:
+    """Writes go through a layout whose elements each own their memory.  A stride of 0 along a dim
+    longer than 1 (a broadcast view) makes several elements one memory location: a write there
+    would be decided by whichever store lands last (a race on a parallel device), so it is refused,
+    as numpy's read-only broadcast views and PyTorch refuse it."""
+    if not t._contig and any(s == 0 and n > 1 for n, s in zip(t._shape, t._strides)):
+        raise ShapeError(f"{what} (shape {t._shape}, strides {t._strides}) is a broadcast view whose elements share "
+                         f"memory, so it cannot be written; write into the tensor it was broadcast from, or into "
+                         f"a copy (t.clone())")
+
+
 def as_shape(shape: Any) -> tuple[int, ...]:
     out = _ints((shape,) if isinstance(shape, int) else shape, "a shape")
     if any(n < 0 for n in out):

@@ -36,6 +36,7 @@ from ember_core.views import (
     _broadcast_shapes,
     along_axis,
     broadcast_to,
+    check_writable,
     expand_to,
     normalize_axes,
     normalize_axis,
@@ -743,6 +744,7 @@ def build_put(schema: OpSchema, composite: Callable | None, a: dict[str, Any]) -
     if MODE.enabled and (x._requires_grad or (isinstance(values, Tensor) and values._requires_grad)):
         raise RuntimeError("index_put writes in place and is not recorded by autograd; write with "
                            "x[indices] = values (recorded) or run it under ember_core.no_grad()")
+    check_writable(x, f"{schema.name}: x")
     xa, axis = along_axis(x, a["axis"])  # a 0-d x: its one-element view, written in place
     idx = checked_indices(schema, a["indices"], xa._shape[axis], x._device)
     if not isinstance(values, Tensor):

@@ -28,7 +28,7 @@ from ember_core.ops.families import (
 )
 from ember_core.ops.registry import OpSchema
 from ember_core.tensor import Tensor
-from ember_core.views import along_axis
+from ember_core.views import along_axis, check_writable
 
 
 class Call(NamedTuple):
@@ -292,6 +292,7 @@ def _written_in_place(schema: OpSchema, name: str, t: Tensor, inputs: tuple[Tens
     """An output argument: it may share memory with no input, and must not be part of a graph."""
     if any(i is not None and i._storage is t._storage for i in inputs):
         raise ValueError(f"{schema.name}: {name} is written and must not share memory with the op's inputs")
+    check_writable(t, f"{schema.name}: {name}")
     if t._requires_grad:
         raise RuntimeError(f"{schema.name}: {name} is an output written in place; pass a tensor that does not "
                            f"require grad, e.g. {example}")

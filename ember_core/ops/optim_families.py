@@ -23,6 +23,7 @@ from ember_core.errors import DTypeError, RegistryError, ShapeError
 from ember_core.ops.families import BUILDERS, as_tensor_arg, binder, check_dtype, resolve, run, same_device
 from ember_core.ops.registry import OpSchema
 from ember_core.tensor import Tensor
+from ember_core.views import check_writable
 
 _READ_ONLY = frozenset({"grad"})  # every other tensor argument of an update op is written
 
@@ -37,6 +38,8 @@ def _check_tensors(schema: OpSchema, named: dict[str, Tensor]) -> None:
                              f"optimizer state must have its parameter's dtype")
         if t._shape != first._shape:
             raise ShapeError(f"{schema.name}: {name} has shape {t._shape} but {names[0]} has {first._shape}")
+        if name not in _READ_ONLY:
+            check_writable(t, f"{schema.name}: {name}")
     check_dtype(schema, first._dtype)
     if MODE.enabled and any(t._requires_grad for name, t in named.items() if name not in _READ_ONLY):
         raise RuntimeError(f"{schema.name} writes in place and is not recorded by autograd; run it inside "
