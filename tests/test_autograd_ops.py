@@ -369,6 +369,18 @@ def test_gradcheck_of_empty_inputs():
     assert autograd.gradcheck(lambda a, b: em.sum(a) + b * b, [empty, y])
 
 
+def test_std_gradient_at_zero_variance_is_zero():
+    """sqrt's infinite slope at 0 times the variance's zero slope: NaN unless masked; PyTorch gives 0."""
+    for shape, axis in (((3,), None), ((2, 4), 1), ((), 0)):
+        x = em.full(shape, 2.5, dtype=em.float64).requires_grad_()
+        em.std(x, axis=axis).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.zeros(shape))
+    x = em.asarray([[1.0, 1.0], [1.0, 3.0]]).requires_grad_()  # one flat row, one not
+    em.std(x, axis=1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0.0, 0.0], [-0.5, 0.5]])
+    assert np.isnan(em.std(em.ones(1), correction=1).item())  # no degrees of freedom stays NaN
+
+
 # ---- against PyTorch ---------------------------------------------------------------------------
 
 TORCH_OPS = {

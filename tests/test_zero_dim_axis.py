@@ -58,9 +58,8 @@ CASES: dict[str, Case] = {
     "argsort": Case(lambda x, a: em.argsort(x, axis=a), lambda t, d: torch.argsort(t, dim=d), False),
     "mean": Case(lambda x, a: em.mean(x, axis=a), lambda t, d: torch.mean(t, dim=d)),
     "var": Case(lambda x, a: em.var(x, axis=a), lambda t, d: torch.var(t, dim=d, correction=0)),
-    # std's gradient at zero variance, for any shape, is NaN (PyTorch: 0): not a 0-d matter, left out here
     "std": Case(lambda x, a: em.std(x, axis=a, keepdims=True), lambda t, d: torch.std(t, dim=d, correction=0,
-                                                                                     keepdim=True), False),
+                                                                                     keepdim=True)),
     "count_nonzero": Case(lambda x, a: em.count_nonzero(x, axis=a), lambda t, d: torch.count_nonzero(t, dim=d),
                           False),
     "vecdot": Case(lambda x, a: em.vecdot(x, x * 2.0, axis=a), lambda t, d: torch.linalg.vecdot(t, t * 2.0, dim=d)),

@@ -67,7 +67,12 @@ def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool 
 
 def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False) -> Any:
     _require_floating("std", x)
-    return _rounded(_ops().sqrt(_variance(_widened(x), axis, correction, keepdims)), x.dtype)
+    ops = _ops()
+    v = _variance(_widened(x), axis, correction, keepdims)
+    # sqrt's derivative at a zero variance is inf, times the zero derivative of the variance: NaN.
+    # As in PyTorch, the gradient there is 0: sqrt never sees the zeros (nor differentiates them)
+    flat = ops.equal(v, 0.0)
+    return _rounded(ops.where(flat, 0.0, ops.sqrt(ops.where(flat, 1.0, v))), x.dtype)
 
 
 def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:

@@ -529,15 +529,15 @@ def build_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..
         axis, keepdims, requested = a["axis"], a["keepdims"], a.get("dtype")
         if axis.__class__ is list:
             axis = tuple(axis)
-        key = (x._dtype, x._shape, x._device, axis, keepdims, requested, _state.prefs or dispatch.current())
-        try:
+        if _exact_axis(axis):
+            key = (x._dtype, x._shape, x._device, axis, keepdims, requested, _state.prefs or dispatch.current())
             p = plans.get(key)
-        except TypeError:  # an unhashable axis (an array, say): planned afresh
+            if p is None:
+                if len(plans) > 4096:
+                    plans.clear()
+                p = plans[key] = plan(x, axis, keepdims, requested)
+        else:  # planned and checked afresh: True == 1.0 == 1 as keys, and would find axis 1's plan
             p = plan(x, axis, keepdims, requested)
-        if p is None:
-            if len(plans) > 4096:
-                plans.clear()
-            p = plans[key] = plan(x, axis, keepdims, requested)
         if p.composite:
             dispatch.note_composite(schema.name, x._device.type, p.out_dtype)
             return composite(**a)
@@ -553,6 +553,11 @@ def build_reduction(schema: OpSchema, composite: Callable | None) -> Callable[..
 
     op.__signature__ = bind.__signature__  # type: ignore[attr-defined]
     return op
+
+
+def _exact_axis(axis: Any) -> bool:
+    """None, an int or a tuple of ints, exactly: the axes a plan may be cached under."""
+    return axis is None or axis.__class__ is int or (axis.__class__ is tuple and all(a.__class__ is int for a in axis))
 
 
 def _reduction_dtype(schema: OpSchema, dtype: dt.DType, requested: Any) -> dt.DType:
