@@ -166,9 +166,9 @@ def _flushed(target: Any, dtype: str) -> float | None:
 
 
 def _placed(data: Any, values: Any, dtype: str, target: Any, label: str) -> tuple[Any, np.ndarray]:
-    """Exactly representable ``values`` in a drawn layout."""
+    """Exactly representable ``values`` in a drawn layout (not a broadcast: they need not repeat)."""
     values = np.asarray(values, dtype=np.float64)
-    layout = data.draw(layouts(values.ndim), label=f"{label} layout")
+    layout = data.draw(layouts(values.ndim, allow_broadcast=False), label=f"{label} layout")
     return place(values, dtype, layout, target.device), values
 
 
