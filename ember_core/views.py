@@ -337,7 +337,9 @@ def as_strided(x: Tensor, shape: Any, strides: Any, offset: int) -> Tensor:
     if len(strides) != len(shape):
         raise ShapeError(f"as_strided: {len(strides)} strides for the {len(shape)} dims of shape {shape}")
     lo, hi = span(shape, strides, offset)
-    if not 0 <= offset <= elements or any(abs(s) > MAX_ELEMENTS for s in strides) or (
+    # (an empty view reaches nothing: its offset may lie past an empty storage, as x[..., ::-1] of an
+    # empty x starts at its last column)
+    if not 0 <= offset <= MAX_ELEMENTS or any(abs(s) > MAX_ELEMENTS for s in strides) or (
             math.prod(shape) and (lo < 0 or hi >= elements)):
         raise ShapeError(f"as_strided: shape {shape}, strides {strides} and offset {offset} reach elements "
                          f"{lo}..{hi}, outside the storage's 0..{elements - 1}")

@@ -124,6 +124,11 @@ def test_as_strided_still_makes_any_layout_inside_the_storage():
     backwards = views.as_strided(t, (5,), (-2,), 9)
     np.testing.assert_array_equal(backwards.numpy(), data[9::-2])
     assert views.as_strided(t, (0, 4), (2**40, 1), 10).shape == (0, 4)
+    empty = em.zeros((0, 1, 3, 4), dtype="bfloat16")[..., ::-1]  # reversed: its offset (3) lies past its empty storage
+    assert views.as_strided(empty, (0, 2), (1, 1), empty.offset).shape == (0, 2)
+    # bfloat16 convolutions run the composite, whose windows are such a view
+    out = em.nn.functional.conv2d(empty, em.ones((2, 1, 1, 3), dtype="bfloat16"))
+    assert out.shape == (0, 2, 3, 2)
 
 
 # ---- modules ----------------------------------------------------------------------------------------
