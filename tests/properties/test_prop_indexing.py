@@ -127,7 +127,7 @@ def source(data: Any, target: Any, **options: Any) -> tuple[str, tuple[int, ...]
 
 
 @pytest.mark.parametrize("target", target_params())
-@examples(4)
+@examples(8)
 @given(data=st.data())
 def test_getitem(target, data):
     if elsewhere(data, target, "getitem"):
@@ -141,7 +141,7 @@ def test_getitem(target, data):
 
 
 @pytest.mark.parametrize("target", target_params())
-@examples(4)
+@examples(8)
 @given(data=st.data())
 def test_setitem(target, data):
     """x[key] = value, value a tensor broadcast to the indexed shape or a Python scalar."""
@@ -190,7 +190,7 @@ def _one_of_the_repeated(got: np.ndarray, expected: np.ndarray, written_at: np.n
 
 
 @pytest.mark.parametrize("target", target_params())
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_getitem_gradient(target, data):
     """d sum(x[key] * w) / d leaf, where x is the leaf or a broadcast view of it."""

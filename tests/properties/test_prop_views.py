@@ -226,7 +226,7 @@ def source(data: Any, target: Any, op: str, drawn_shapes: Any, **options: Any) -
 
 
 @pytest.mark.parametrize(("target", "op"), cases(CHAINED))
-@examples(2)
+@examples(4)
 @given(data=st.data())
 def test_view_chain(target, op, data):
     """``op``, then up to two more view ops, against numpy: values, and writes through the result."""
@@ -294,7 +294,7 @@ def test_flip(target, op, data):
 
 
 @pytest.mark.parametrize(("target", "op"), cases(["views.as_strided"]))
-@examples(2)
+@examples(3)
 @given(data=st.data())
 def test_as_strided(target, op, data):
     """views.as_strided (offsets and strides in elements of the storage) against numpy's as_strided
