@@ -1,6 +1,6 @@
 """The property-based campaign's shared parts: where it runs, how inputs are drawn, how results are judged.
 
-Targets.  Every property runs on each backend of the test run: ``cpu`` (ember-cpu), ``cpu+xnnpack``
+Targets.  Every property runs on each backend of the test run: ``cpu`` (ember-cpu alone), ``cpu+xnnpack``
 (ember-xnnpack preferred, for the ops its manifest claims: elsewhere it is ember-cpu again) and
 ``vulkan`` (the first Vulkan device; Mesa's lavapipe on CI).  A target that is not installed or has
 no device is skipped with the reason.  Ops without a native kernel on a target still run (through
@@ -112,8 +112,16 @@ class Target:
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
-        """Inside: this target's provider preference, and the host fallback allowed without warnings."""
-        with em.providers(prefer=self.prefer), em.fallback_policy("allow"), warnings.catch_warnings():
+        """Inside: this target's providers, and the host fallback allowed without warnings.  A target
+        that prefers none runs its device's own plugin alone: other providers (ember-xnnpack outranks
+        ember-cpu when installed) are excluded, so that "cpu" tests ember-cpu."""
+        from ember_core.plugins import MANAGER
+
+        device_type = em.as_device(self.device).type
+        owner = MANAGER.device_owner.get(device_type)
+        others = () if self.prefer else [b.name for b in MANAGER.providers(device_type) if b is not owner]
+        with em.providers(prefer=self.prefer, exclude=others), em.fallback_policy("allow"), \
+                warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             yield
 
