@@ -520,7 +520,6 @@ def _outputs(result: Any) -> list[Any]:
 # ---- properties ------------------------------------------------------------------------------------
 
 CPU, OTHERS = TARGETS[0], TARGETS[1:]
-PREFERRED = tuple(p for t in TARGETS for p in t.prefer)  # the plugins a reference on ember-cpu leaves out
 
 
 def weighted_gradients(data: Any, call: Call, drawn: list[Drawn], dtype: str, device: str,
@@ -566,8 +565,7 @@ def test_gradcheck(target, op, data):
 @examples(1)
 @given(data=st.data())
 def test_gradient_matches_cpu(target, op, data):
-    """The float32 gradient of sum(op(inputs) * w) on this target against ember-cpu's (alone: the
-    plugins a target prefers are left out of the reference)."""
+    """The float32 gradient of sum(op(inputs) * w) on this target against ember-cpu's."""
     if elsewhere(data, target, op):
         return
     call = data.draw(calls(op), label="call")
@@ -575,7 +573,7 @@ def test_gradient_matches_cpu(target, op, data):
     weights: list[np.ndarray] = []
     with target.active():
         got = weighted_gradients(data, call, drawn, "float32", target.device, weights)
-    with CPU.active(), em.providers(exclude=PREFERRED):  # (ember-xnnpack outranks ember-cpu on cpu)
+    with CPU.active():
         expected = weighted_gradients(data, call, drawn, "float32", "cpu", weights)
     tol = GRAD_TOLERANCES["float32"]
     for i, (g, ref) in enumerate(zip(got, expected)):
