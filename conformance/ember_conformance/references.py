@@ -167,12 +167,14 @@ def magnitude(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if op == "log_softmax":  # x - max - log(sum(exp)): the error scales with |x - max| + 1, not the result
         x, axis = args[0], kwargs.get("axis", args[1] if len(args) > 1 else -1)
         return np.abs(x - x.max(axis=axis, keepdims=True)) + 1
-    if op == "batch_norm_train":  # x - mean cancels: the error scales with (|x| + |mean|) * |scale| + |bias|
+    if op == "batch_norm_train":  # x - mean cancels: the error scales with (|x| + mean |x|) * |scale| + |bias|
+        # (mean |x|, not |mean|: the mean is a sum, whose rounding scales with the sum of |x|)
         x, _, *affine = (*args, None, None)
-        mean, var = batch_norm_statistics(x)
+        _, var = batch_norm_statistics(x)
         shape = (1, -1, *(1,) * (x.ndim - 2))
         spread = np.sqrt(var.reshape(shape) + kwargs.get("eps", 1e-5))
-        return _channel_affine((np.abs(x) + np.abs(mean.reshape(shape))) / spread, *_magnitudes(affine[:2]))
+        mean_abs = batch_norm_statistics(np.abs(x))[0].reshape(shape)
+        return _channel_affine((np.abs(x) + mean_abs) / spread, *_magnitudes(affine[:2]))
     if op == "layer_norm":  # the same cancellation, per row
         x, normalized_shape, *affine = (*args, None, None)
         scale = 1.0 if affine[0] is None else np.abs(affine[0])
@@ -284,12 +286,13 @@ def _batch_norm_train(x: np.ndarray, stats: np.ndarray, weight: np.ndarray | Non
 
 
 def _normalized_rows(x: np.ndarray, normalized_shape: Any, eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """(xhat, |x| + |mean| over sqrt(var + eps)): layer_norm's rows and the scale of its error."""
+    """(xhat, |x| + mean |x| over sqrt(var + eps)): layer_norm's rows and the scale of its error
+    (mean |x|, not |mean|: the mean is a sum, whose rounding scales with the sum of |x|)."""
     count = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
     axes = tuple(range(x.ndim - count, x.ndim))
     mean = x.mean(axis=axes, keepdims=True)
     spread = np.sqrt(x.var(axis=axes, keepdims=True) + eps)
-    return (x - mean) / spread, (np.abs(x) + np.abs(mean)) / spread
+    return (x - mean) / spread, (np.abs(x) + np.abs(x).mean(axis=axes, keepdims=True)) / spread
 
 
 def _layer_norm(x: np.ndarray, normalized_shape: Any, weight: np.ndarray | None = None,

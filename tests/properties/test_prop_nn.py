@@ -593,11 +593,11 @@ UPDATE_DTYPES = ("float32", "float64")
 @pytest.mark.parametrize(("target", "op"), cases(UPDATES))
 @examples(1)
 @given(data=st.data())
-# a first moment that underflows in float32 (0.1 * 2**-149), divided by eps = 1e-8
+# a first moment that underflows in float32 (0.1 * 2**-126, rounded to the subnormal grid), divided by eps = 1e-8
 @example(data=Recorded("adam_step", dtype="float32", shapes=[(1,)], lr=0.01, weight_decay=0.1, maximize=True,
                        decoupled=True, beta1=0.9, beta2=0.9, eps=1e-8, step=1,
                        **{"lone tensor": True, "tensor 0": Drawn([-0.0], "float32"),
-                          "tensor 1": Drawn([-(2.0**-149)], "float32"), "tensor 2": Drawn([-0.0], "float32"),
+                          "tensor 1": Drawn([-(2.0**-126) * 1.375], "float32"), "tensor 2": Drawn([-0.0], "float32"),
                           "tensor 3": Drawn([-0.0], "float32")}))
 def test_update(target, op, data):
     """One step of a parameter group (or a lone tensor) against torch.optim's, param and state in place."""
@@ -609,6 +609,10 @@ def test_update(target, op, data):
     n_tensors = 4 if op == "adam_step" else 3
     drawn = [[_tensor(data, shape, dtype, target, f"tensor {k}", allow_broadcast=False,
                       low=0.0 if k == 3 else -4.0) for k in range(n_tensors)] for shape in group]
+    # no subnormal inputs: their absolute steps, which eps divides 1e8-fold, round differently from
+    # one formula to another (PyTorch's lerp or ember's products); results that underflow are _underflow's
+    tiny = np.finfo(dtype).tiny
+    assume(not any(np.any((v != 0) & (np.abs(v) < tiny)) for tensors_ in drawn for _, v in tensors_))
     hyper, torch_optimizer = _update_hyper(data, op)
     params = [_torch(tensors_[0][1]) for tensors_ in drawn]
     optimizer = torch_optimizer(params)
