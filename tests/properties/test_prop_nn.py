@@ -459,6 +459,11 @@ def _norm_grads(forward: Callable[..., Any], affine: tuple[int, ...], x: np.ndar
 @example(data=Recorded("batch_norm_input_grad", dtype="float32", shape=(2, 1, 3), eps=1e-5,
                        x=Drawn(np.full((2, 1, 3), 0.7252147), "float32"), weight=None,
                        grad_output=Drawn([[[1.0, -2.0, 0.5]], [[1.5, 0.25, -1.0]]], "float32")))
+# a group of zeros and values of both signs: the mean's rounding scales with mean |x|, not |mean|
+@example(data=Recorded("group_norm", dtype="float32", shape=(2, 2, 2, 3), eps=1e-5, num_groups=1, weight=None,
+                       bias=None, x=Drawn(np.concatenate([np.zeros((1, 2, 2, 3)), [[np.zeros((2, 3)), [
+                           [1.84375, 0.5625, -1.90625], [-1.7305423, -0.78125, 2.0]]]]]), "float32"),
+                       **{"output gradient": np.ones((2, 2, 2, 3))}))
 # one value per sample and group, which F.group_norm refuses (a check made for batch_norm)
 @example(data=Recorded("group_norm", dtype="float16", shape=(1, 1), eps=1e-5, x=Drawn([[0.5]], "float16"), num_groups=1,
                        weight=None, bias=None, **{"output gradient": np.array([[1.0]])}))
