@@ -102,9 +102,14 @@ def nn_cases(rng: np.random.Generator) -> list[Case]:
     txm, twm, tdwm = tt(xm, wm, dwm)
     cases.append(("conv2d 32x16x8x8 -> 32, 5x5, pad 2", contenders(
         lambda: em.conv2d(exm, ewm, padding=2), F and (lambda: F.conv2d(txm, twm, padding=2)))))
-    cases.append(("depthwise conv2d 32x16x8x8, 3x3", contenders(
+    cases.append(("depthwise conv2d 32x16x8x8, 3x3 (declined)", contenders(
         lambda: em.conv2d(exm, edwm, padding=1, groups=16),
         F and (lambda: F.conv2d(txm, tdwm, padding=1, groups=16)))))
+    xd, wd = arrays((32, 32, 6, 6), (32, 1, 3, 3))
+    exd, ewd = em.asarray(xd), em.asarray(wd)
+    txd, twd = tt(xd, wd)
+    cases.append(("depthwise conv2d 32x32x6x6, 3x3", contenders(
+        lambda: em.conv2d(exd, ewd, padding=1, groups=32), F and (lambda: F.conv2d(txd, twd, padding=1, groups=32)))))
     xi, wi = arrays((8, 1024), (1024, 1024))
     exi, ewi = em.asarray(xi), em.asarray(wi)
     txi, twi = tt(xi, wi)

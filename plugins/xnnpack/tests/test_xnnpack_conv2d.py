@@ -29,14 +29,14 @@ CASES = [  # n, c, h, w, o, (kh, kw), stride, padding, dilation, groups
 
 def _left_to_ember_cpu(case) -> bool:
     """xnnpack declines dense 3x3 stride-1 convolutions (ember-cpu's Winograd kernel is faster
-    there), depthwise ones with output rows of 14 or more at stride 1, 10 or more at other strides
-    (its depthwise kernel), 1x1
+    there), depthwise ones with output rows of 10 or more, and at stride 1 those of 8 channels or
+    fewer or with rows of 8 or more over fewer than 32 channels (its depthwise kernel), 1x1
     ones at stride 1 without padding, and, onto 64 output positions or more, grouped ones, kernels
     of up to 9 taps and strided ones (ember-cpu's GEMM per image)."""
     _, c, h, w, o, kernel, stride, padding, dilation, groups = case
     depthwise = groups == c > 1 and o % c == 0
     row = (w + 2 * padding[1] - dilation[1] * (kernel[1] - 1) - 1) // stride[1] + 1
-    depthwise_rows = depthwise and row >= (14 if stride == (1, 1) else 10)
+    depthwise_rows = depthwise and (row >= 10 or (stride == (1, 1) and (c <= 8 or (row >= 8 and c < 32))))
     pointwise = (kernel, stride, padding) == ((1, 1), (1, 1), (0, 0))
     plane = 1
     for n, k, s, p, d in zip((h, w), kernel, stride, padding, dilation):

@@ -115,7 +115,7 @@ def _depthwise(groups: int, c: int, group_in: int) -> bool:
     return groups > 1 and groups == c and group_in == 1
 
 
-def _depthwise_rows_win(sh: int, sw: int, ow: int) -> bool:
+def _depthwise_rows_win(sh: int, sw: int, ow: int, c: int) -> bool:
     """ember-cpu's depthwise kernel computes whole rows of 16 outputs per vector (at stride 2 over
     the input's column phases, one unit-stride load per tap).  ember-cpu / XNNPACK time, 2 threads,
     medians of 15 alternating rounds: at stride 1 with rows of 14 or more 0.49-0.90 (8x128x56x56,
@@ -123,8 +123,14 @@ def _depthwise_rows_win(sh: int, sw: int, ow: int) -> bool:
     (8x64x56x56 -> 28 wide 0.55, 8x128x56x56 0.33, 8x256x28x28 0.52, 32x96x20x20 -> 10 wide 0.82).
     Shorter rows leave lanes idle, and XNNPACK keeps them: 32x32x8x8 1.73, 8x512x7x7 1.74 at
     stride 1; at stride 2 onto 8 and 7 wide rows 1.30 (32x32x16x16) and 1.10-2.5 (8x512x14x14,
-    8x256x14x14, 8x512x7x7)."""
-    return ow >= (14 if (sh, sw) == (1, 1) else 10)
+    8x256x14x14, 8x512x7x7).  XNNPACK vectorizes over channels instead (NHWC), and at stride 1
+    measured again (session 18, XNNPACK / ember-cpu, 3x3, medians of 11 rounds, +-10% noise):
+    rows of 10-12 1.12-2.00 whatever the channels (8-512); with 8 channels any row 1.31-2.00; rows of
+    8 over 16-24 channels 1.02-1.06 (bench_xnnpack.py's 32x16x8x8, five runs).  Rows of 8 over 32
+    channels or more (0.69-0.88) and rows of 6 over 16 or more (0.69-0.96) stay with XNNPACK."""
+    if (sh, sw) == (1, 1):
+        return ow >= 10 or c <= 8 or (ow >= 8 and c < 32)
+    return ow >= 10
 
 
 def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int], padding: tuple[int, int],
@@ -136,7 +142,7 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     if _winograd_wins(kh, kw, sh, sw, dh, dw, groups):   # first: the demo's step declines twice
         return NotImplemented
-    if _depthwise(groups, c, group_in) and _depthwise_rows_win(sh, sw, out._shape[3]):
+    if _depthwise(groups, c, group_in) and _depthwise_rows_win(sh, sw, out._shape[3], c):
         return NotImplemented
     if not _depthwise(groups, c, group_in) and _gemm_wins(kh, kw, sh, sw, ph, pw, groups,
                                                           out._shape[2] * out._shape[3]):
