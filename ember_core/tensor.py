@@ -485,10 +485,20 @@ class Tensor:
 
     # ---- devices and dtypes --------------------------------------------------------------------
     def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+        """A copy on ``device`` (self when it is there already).  Recorded by autograd, as PyTorch's
+        ``.to``: the copy's gradient goes back to self's device."""
+        from ember_core.autograd.grad_mode import MODE
         from ember_core.creation import copy_to_device
 
         device = as_device(device)
-        return self if device is self._device else copy_to_device(self, device)
+        if device is self._device:
+            return self
+        out = copy_to_device(self, device)
+        if self._requires_grad and MODE.enabled:
+            from ember_core.autograd.graph import FunctionNode, attach
+
+            attach([out], FunctionNode("ToDevice", [self], lambda grads: grads))  # (the engine moves them back)
+        return out
 
     def to(self, *args: Any, dtype: Any = None, device: Any = None) -> Tensor:
         """``t.to('vulkan')``, ``t.to(ember_core.float16)``, ``t.to(device, dtype)``."""

@@ -650,3 +650,16 @@ def test_broadcasting_sums_the_gradient_back():
     assert b.grad.shape == (2, 1) and s.grad.shape == ()
     np.testing.assert_allclose(grad_of(b), [[12], [12]])
     np.testing.assert_allclose(grad_of(s), 24)
+
+
+def test_moving_to_another_device_is_recorded(device):
+    """x.to_device(d) is part of the graph, as PyTorch's .to: the gradient comes back to x's device
+    (it used to give a tensor outside the graph, so x.grad stayed None)."""
+    x = em.asarray([1.0, -2.0, 3.0]).requires_grad_()
+    moved = x.to_device(device)
+    assert moved.requires_grad and (moved.grad_fn is not None or device == x.device)
+    (moved * moved).sum().backward()
+    assert x.grad.device == x.device
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, -4.0, 6.0])
+    with autograd.no_grad():
+        assert not x.to_device(device).requires_grad or device == x.device

@@ -19,6 +19,7 @@ from typing import Any
 from ember_core import dtypes as dt
 from ember_core.autograd.grad_mode import _ModeSwitch
 from ember_core.autograd.graph import AccumulateGrad, Edge, Node, edge_of
+from ember_core.device import Device
 from ember_core.errors import DeviceError, DTypeError, ShapeError
 from ember_core.tensor import Tensor
 
@@ -40,11 +41,13 @@ def _dependencies(roots: list[Node]) -> dict[Node, int]:
     return deps
 
 
-def fit_gradient(grad: Tensor, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
-    """Sum a gradient over the dims it was broadcast along, and cast it to the input's dtype
-    (the real part for a real input that met complex values)."""
+def fit_gradient(grad: Tensor, shape: tuple[int, ...], dtype: dt.DType, device: Device) -> Tensor:
+    """Move a gradient to the input's device, sum it over the dims it was broadcast along, and cast
+    it to the input's dtype (the real part for a real input that met complex values)."""
     from ember_core.autograd.formulas import sum_to
 
+    if grad._device is not device:
+        grad = grad.to_device(device)
     if grad._shape != shape:
         grad = sum_to(grad, shape)
     if grad._dtype is not dtype:
@@ -129,7 +132,7 @@ def _run(roots: list[Edge], grads: list[Tensor], retain_graph: bool, create_grap
                 continue
             nxt = edge[0]
             if g is not None:
-                if g._shape != meta[0] or g._dtype is not meta[1]:
+                if g._shape != meta[0] or g._dtype is not meta[1] or g._device is not meta[2]:
                     g = fit_gradient(g, *meta)
                 deliver(edge, g)
             elif nxt not in buffers:
@@ -263,7 +266,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
                 f"to get None for it"
             )
         if g is not None:
-            g = fit_gradient(g, t._shape, t._dtype)
+            g = fit_gradient(g, t._shape, t._dtype, t._device)
             if not create_graph:
                 g = g.detach()
         result.append(g)

@@ -516,20 +516,21 @@ class FormulaNode(Node):
         self.recipe = recipe
         self.pre_hooks = self.retained = None
         self.released = False
-        # one edge and one (shape, dtype) per input: gradients are summed to the input's shape and
-        # cast to its dtype (plain loops: this runs for every recorded op, and beats comprehensions here)
+        # one edge and one (shape, dtype, device) per input: gradients are summed to the input's shape,
+        # cast to its dtype and moved to its device (plain loops: this runs for every recorded op, and
+        # beats comprehensions here)
         if recipe.single >= 0:  # one input needs a gradient (most calls): no lists to build
             t = args[recipe.single]
             node = t.grad_fn  # an intermediate result's edge, inline; leaves and views ask edge_of
             self.next = ((node, 0) if node is not None and t._autograd is None else edge_of(t),)
-            self.meta = ((t._shape, t._dtype),)
+            self.meta = ((t._shape, t._dtype, t._device),)
         else:
             edges, meta = [], []
             for i, j in recipe.inputs:
                 t = args[i] if j < 0 else args[i][j]
                 node = t.grad_fn
                 edges.append((node, 0) if node is not None and t._autograd is None else edge_of(t))
-                meta.append((t._shape, t._dtype))
+                meta.append((t._shape, t._dtype, t._device))
             self.next = tuple(edges)
             self.meta = tuple(meta)
         values: Any = args

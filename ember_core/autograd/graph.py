@@ -28,8 +28,9 @@ class Node:
     def __init__(self, name: str, inputs: list[Tensor | None]) -> None:
         self.name = name
         self.next: tuple[Edge | None, ...] = tuple([edge_of(t) for t in inputs])
-        # (shape, dtype) per input: gradients are summed to the input's shape and cast to its dtype
-        self.meta = tuple([None if t is None else (t._shape, t._dtype) for t in inputs])
+        # (shape, dtype, device) per input: gradients are summed to the input's shape, cast to its
+        # dtype and moved to its device (astype(x, dtype, device=d) is one op across two devices)
+        self.meta = tuple([None if t is None else (t._shape, t._dtype, t._device) for t in inputs])
         self.pre_hooks: dict[int, list[Callable[[Tensor], Tensor | None]]] | None = None
         self.retained: list[tuple[int, weakref.ref[Tensor]]] | None = None
         self.saved_versions: tuple[tuple[Tensor, int], ...] = ()

@@ -21,7 +21,6 @@ import numpy as np
 from ember_core import dispatch
 from ember_core import dtypes as dt
 from ember_core.autograd.grad_mode import MODE
-from ember_core.device import as_device
 from ember_core.errors import (
     DeviceError,
     DTypeError,
@@ -398,14 +397,10 @@ def build_copy(schema: OpSchema, composite: Callable | None) -> Callable[..., Te
 
     def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Tensor:
         """The Array API's astype: copy=False returns x itself when it already has the dtype (and
-        device); device= gives the result on that device.  Gradients do not cross devices (the
-        recorded conversion would send x's gradient to the other device), so a tensor that
-        requires grad is not moved."""
+        device); device= gives the result on that device (through to_device, so a gradient goes
+        back to x's device)."""
         x = as_tensor_arg(schema, x)
-        if device is not None and as_device(device) is not x._device:
-            if x._requires_grad:
-                raise DeviceError(f"astype: x requires grad, and gradients do not cross devices; move "
-                                  f"x.detach() with device={device!r}, or astype on {x._device} first")
+        if device is not None:
             x = x.to_device(device)
         return x if not copy and dt.as_dtype(dtype) is x._dtype else op(x, dtype)
 
