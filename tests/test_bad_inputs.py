@@ -194,6 +194,8 @@ CATALOGUE = [
     ("sum keepdims=1", lambda: em.sum(_x(), axis=0, keepdims=1), TypeError, "keepdims must be True or False"),
     ("argmax keepdims='yes'", lambda: em.argmax(_x(), keepdims="yes"), TypeError, "keepdims must be True or False"),
     ("mean keepdims a tensor", lambda: em.mean(_x(), keepdims=em.asarray(True)), TypeError, "keepdims must be"),
+    ("var keepdims=1 of a tensor that requires grad", lambda: em.var(_x().requires_grad_(), keepdims=1), TypeError,
+     "var(x: Tensor"),
     ("cumulative_sum include_initial='no'", lambda: em.cumulative_sum(_x(), axis=1, include_initial="no"), TypeError,
      "include_initial must be True or False"),
     ("max_pool2d ceil_mode='no'", lambda: em.max_pool2d(em.ones((1, 1, 5, 5)), 2, ceil_mode="no"), TypeError,

@@ -664,8 +664,13 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
                     meta_of(result).view_version = result._storage.version
             return result
     elif composite is not None:
+        # an op of the composite family is its composite behind the checks of its arguments: run
+        # those too (mean(x, keepdims="yes") must be mean's TypeError, not sum's); any other op
+        # differentiates through its composite instead of its (unrecorded) kernel
+        through = forward if schema.family == "composite" else composite
+
         def recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            result = composite(*args, **kwargs)
+            result = through(*args, **kwargs)
             _check_connected(schema, result)
             return result
     else:
