@@ -86,9 +86,15 @@ def as_device(value: Any) -> Device:
 
 
 def empty_cache() -> None:
-    """Return every recycled small block to its backend's free hook."""
-    for device in list(Device._interned.values()):
+    """Return every recycled small block to its backend's free hook, then let each backend in use
+    return what its own allocator caches to its driver (``ember_empty_cache``)."""
+    devices = list(Device._interned.values())
+    for device in devices:
         _release_pool(device)
+    for device in devices:
+        hook = device._backend.hooks.get("ember_empty_cache") if device._backend is not None else None
+        if hook is not None:
+            hook(device)
 
 
 def _release_pool(device: Device) -> None:

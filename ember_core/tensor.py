@@ -406,16 +406,37 @@ class Tensor:
         return arr
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        if self._host_address() is None:
-            raise DeviceError(f"__dlpack__ is supported for host tensors; this one is on {self._device}")
-        return (1, 0)  # kDLCPU
+        if self._host_address() is not None:
+            return (1, 0)  # kDLCPU
+        return self._dlpack_export()(self._device, self._storage.handle, 0, -1)[1]
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: bool | None = None) -> Any:
-        arr = self.numpy()
-        if copy:
-            arr = arr.copy()
-        return arr.__dlpack__() if max_version is None else arr.__dlpack__(max_version=max_version)
+        """A DLPack capsule of this tensor (zero-copy unless ``copy=True``).  Host memory goes
+        through numpy's capsule; device memory through the backend's ``ember_dlpack_export``, after
+        making the consumer's ``stream`` wait for the work queued on this tensor's device."""
+        if self._host_address() is not None:
+            arr = self.numpy()
+            if copy:
+                arr = arr.copy()
+            return arr.__dlpack__() if max_version is None else arr.__dlpack__(max_version=max_version)
+        export = self._dlpack_export()
+        t = self.clone() if copy else self
+        pointer, where = export(t._device, t._storage.handle, t._offset * t.itemsize, stream)
+        if dl_device is not None and tuple(dl_device) != tuple(where):
+            raise BufferError(f"__dlpack__: this tensor is on DLPack device {tuple(where)} ({t._device}); exporting to "
+                              f"{tuple(dl_device)} needs a copy across devices: use .to_device() first")
+        from ember_core.interop import to_dlpack
+
+        versioned = max_version is not None and max_version[0] >= 1
+        return to_dlpack(t, pointer, where, versioned)
+
+    def _dlpack_export(self) -> Any:
+        export = self._device.backend.hooks.get("ember_dlpack_export")
+        if export is None:
+            raise DeviceError(f"__dlpack__ needs host memory or a backend that exports device memory; "
+                              f"{self._device.backend.package} does not: call .to_device('cpu') first")
+        return export
 
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
         if api_version not in (None, "2023.12", "2022.12", "2021.12"):

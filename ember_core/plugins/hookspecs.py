@@ -108,7 +108,9 @@ def ember_free(device: Any, handle: Any) -> None:
 
 @hookspec
 def ember_memory_stats(device: Any) -> Mapping[str, int]:
-    """At least ``allocated_bytes`` (live) and ``peak_bytes``; add ``cached_bytes`` etc. freely."""
+    """At least ``allocated_bytes`` (bytes in live handles) and ``peak_bytes`` (the most ever live);
+    a caching allocator adds ``reserved_bytes`` (what it holds from the driver: live plus cached),
+    and may add more (``cached_bytes``, ``live_allocations``...)."""
 
 
 @hookspec
@@ -167,6 +169,41 @@ def ember_autocast_dtypes(device_type: str) -> list[str]:
 @hookspec
 def ember_profiler_events(device: Any) -> list[Mapping[str, Any]]:
     """Drain and return timing events recorded since the last call (name, start_ns, end_ns)."""
+
+
+@hookspec
+def ember_empty_cache(device: Any) -> None:
+    """Return memory your allocator caches on ``device`` to the driver (``ember_core.empty_cache()``
+    calls it for every device in use, after handing back the core's own recycled blocks).  Live
+    handles stay valid."""
+
+
+# DLPack for device memory (GPU backends).  The core builds and parses the DLPack capsules
+# (ember_core.interop); a backend only translates between its handles and device pointers.
+
+@hookspec
+def ember_dlpack_export(device: Any, handle: Any, byte_offset: int, stream: Any) -> tuple[int, tuple[int, int]]:
+    """``(pointer, (dlpack_device_type, dlpack_device_id))`` for the byte at ``byte_offset`` of
+    ``handle``: the address a consumer reads, and its DLPack device (kDLCUDA = 2, kDLROCM = 10).
+
+    ``stream`` is the consumer's, as ``__dlpack__`` received it (CUDA: an int handle, None for the
+    legacy default stream, -1 for no synchronization): make it wait for the work queued on
+    ``device`` so far (an event), without blocking the host.  The core keeps the tensor alive
+    until the consumer releases the capsule."""
+
+
+@hookspec
+def ember_dlpack_import(device: Any, pointer: int, nbytes: int, owner: Any) -> Any:
+    """A handle for ``nbytes`` of foreign device memory at ``pointer`` on ``device``, without
+    copying (``ember_core.from_dlpack`` of a torch or CuPy GPU tensor).  Keep ``owner`` alive until
+    ``ember_free`` of the handle, then drop it (that lets the producer free the memory); never free
+    the memory yourself, and count it in no statistics."""
+
+
+@hookspec
+def ember_dlpack_stream(device: Any) -> int | None:
+    """The stream a DLPack producer must order its work before, as the int its ``__dlpack__``
+    takes: the stream ember queues ``device``'s work on (None: the device has no streams)."""
 
 
 @hookspec

@@ -1,0 +1,67 @@
+"""What differs between GPU vendors, as data: a vendor plugin (ember-cuda, later ember-rocm) is one
+``Vendor`` value plus a few lines of hooks; everything else in ember_gpu reads this table.
+
+Names on the left of each mapping are ember_gpu's own (``driver.SIGNATURES`` lists the functions);
+values are the vendor's symbols and enum values, which are the only place vendor names appear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LaunchMarkers:
+    """The tags of a launch's ``extra`` array: POINTER, then the argument buffer; SIZE, then a
+    pointer to its size; END.  CUDA's END is 0, HIP's is 3."""
+
+    pointer: int
+    size: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A driver status: the vendor's name for it and what a user should do."""
+
+    name: str
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Vendor:
+    name: str  # the plugin name and the device type: "cuda"
+    package: str  # the distribution, for messages: "ember-cuda"
+    product: str  # what users call the stack: "CUDA"
+    driver_libraries: tuple[str, ...]  # sonames tried in order (never an unversioned stub)
+    symbols: Mapping[str, str]  # ember_gpu function name -> vendor symbol (every name of driver.SIGNATURES)
+    launch_markers: LaunchMarkers
+    warp_size: int
+    attributes: Mapping[str, int]  # ember_gpu attribute name -> the vendor's device-attribute enum
+    pool_attributes: Mapping[str, int]  # release_threshold, reserved_current, used_current
+    stream_non_blocking: int  # stream flag: no implicit synchronization with the default stream
+    event_disable_timing: int  # event flag for events that only order work
+    host_alloc_portable: int  # pinned host memory usable from every context
+    errors: Mapping[int, ErrorInfo]
+    lost_device_errors: frozenset[int]  # statuses that poison the context (illegal address, launch failure)
+    out_of_memory: int
+    no_device: int
+    min_driver_version: int  # the driver API version the shipped kernels need (13000: CUDA 13.0)
+    min_driver: str  # the same in words users can act on: "R580 or newer (CUDA 13)"
+    driver_hint: str  # how to install or update the driver
+    min_compute_capability: tuple[int, int]  # oldest architecture the kernel images run on
+    visible_devices_env: str  # the variable that hides devices from the driver: CUDA_VISIBLE_DEVICES
+    image_suffix: str  # kernel images in the vendor package's ``kernels/``: ".fatbin", ".hsaco"
+    dlpack_device_type: int  # kDLCUDA = 2, kDLROCM = 10
+    dlpack_default_stream: int  # the stream DLPack's ``stream=None`` means (CUDA: 1, the legacy stream)
+    dlpack_invalid_streams: frozenset[int] = frozenset()  # stream values DLPack forbids for this vendor
+    blas_libraries: tuple[str, ...] = ()  # versioned sonames, found on the loader path or in blas_wheel_dirs
+    blas_wheel_dirs: tuple[str, ...] = ()  # site-packages subdirectories of the vendor's BLAS wheel
+
+    def error(self, status: int) -> ErrorInfo | None:
+        return self.errors.get(status)
+
+    def version_words(self, version: int) -> str:
+        """A driver API version as its vendor prints it (13000 -> "13.0")."""
+        return f"{version // 1000}.{version % 1000 // 10}"
