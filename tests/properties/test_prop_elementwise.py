@@ -7,8 +7,21 @@ past the width and negative powers) for integer ones."""
 from __future__ import annotations
 
 import pytest
-from campaign import KIND, assert_matches, assert_unchanged, cases, dtypes_of, examples, ops_of, shapes, tensors
-from hypothesis import given
+from campaign import (
+    KIND,
+    Drawn,
+    Recorded,
+    assert_matches,
+    assert_unchanged,
+    cases,
+    dtypes_of,
+    elsewhere,
+    examples,
+    ops_of,
+    shapes,
+    tensors,
+)
+from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from test_elementwise import binary_atol, binary_reference, compute_dtype, quantize, result_dtype, unary_reference
@@ -33,7 +46,11 @@ def _inputs(op: str, dtype: str) -> str:
 @pytest.mark.parametrize(("target", "op"), cases(UNARY))
 @examples(2)
 @given(data=st.data())
+# complex log1p near 0 lost the real part to 1 + x rounding (5e-9 came out 0); numpy's own reference too
+@example(data=Recorded("log1p", dtype="complex64", shape=(), x=Drawn(1e-4j, "complex64")))
 def test_unary(target, op, data):
+    if elsewhere(data, target, op):
+        return
     dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
     shape = data.draw(shapes(), label="shape")
     t, x = data.draw(tensors(shape, dtype, target.device, **target.limits(op, dtype)), label="x")
@@ -48,6 +65,8 @@ def test_unary(target, op, data):
 @examples(2)
 @given(data=st.data())
 def test_binary(target, op, data):
+    if elsewhere(data, target, op):
+        return
     dtype = data.draw(st.sampled_from(dtypes_of(op)), label="dtype")
     s1, s2 = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=4, max_side=4),
                        label="shapes").input_shapes
