@@ -188,7 +188,8 @@ def _inf_meets_underflow(x: np.ndarray, dtype: str, axis) -> bool:
         w = np.abs(wide(x, dtype))
         small = np.where((w < 1) & (w > 0), np.log(w), 0.0)
         has_inf = np.any(np.isinf(w), axis=np_axis(axis))
-        tiny = np.finfo({"bfloat16": np.float32, "complex64": np.float32, "complex128": np.float64}.get(dtype, dtype)).tiny
+        real = {"bfloat16": np.float32, "complex64": np.float32, "complex128": np.float64}.get(dtype, dtype)
+        tiny = np.finfo(real).tiny
         return bool(np.any(has_inf & (np.sum(small, axis=np_axis(axis)) < math.log(tiny))))
 
 
