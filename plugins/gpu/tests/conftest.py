@@ -1,53 +1,10 @@
 """ember-gpu's runtime tests run on the fake driver (ember_gpu.fake) under a made-up vendor table
-whose symbols, enums and launch markers are none of CUDA's (HIP's END marker 3, a warp of 64), so
-a vendor fact hard-coded in the runtime would fail here."""
+(testgpu_vendor.TEST_VENDOR)."""
 
 from __future__ import annotations
 
 import pytest
-from ember_gpu.driver import SIGNATURES
-from ember_gpu.vendor import ErrorInfo, LaunchMarkers, Vendor
-
-TEST_VENDOR = Vendor(
-    name="testgpu",
-    package="ember-testgpu",
-    product="TestGPU",
-    driver_libraries=("libember-testgpu-driver.so.1",),
-    symbols={name: "tg_" + name for name in SIGNATURES},
-    launch_markers=LaunchMarkers(pointer=1, size=2, end=3),
-    warp_size=64,
-    attributes={name: 1000 + i for i, name in enumerate((
-        "max_threads_per_block", "max_block_dim_x", "max_block_dim_y", "max_block_dim_z", "max_grid_dim_x",
-        "max_grid_dim_y", "max_grid_dim_z", "max_shared_memory_per_block", "warp_size", "multiprocessor_count",
-        "compute_capability_major", "compute_capability_minor", "memory_pools_supported"))},
-    pool_attributes={"release_threshold": 41, "reserved_current": 42, "used_current": 43},
-    stream_non_blocking=8,
-    event_disable_timing=16,
-    host_alloc_portable=32,
-    errors={
-        1: ErrorInfo("TG_INVALID_VALUE", "a bad argument"),
-        2: ErrorInfo("TG_OUT_OF_MEMORY", "out of device memory"),
-        34: ErrorInfo("TG_STUB_LIBRARY", "the stub library, not the driver: install the real driver"),
-        100: ErrorInfo("TG_NO_DEVICE", "no TestGPU is visible: check tg-smi"),
-        209: ErrorInfo("TG_NO_BINARY_FOR_GPU", "no kernel code for this GPU"),
-        222: ErrorInfo("TG_UNSUPPORTED_PTX_VERSION", "kernels newer than the driver: update the driver"),
-        700: ErrorInfo("TG_ILLEGAL_ADDRESS", "a kernel accessed memory it does not own"),
-        719: ErrorInfo("TG_LAUNCH_FAILED", "a kernel failed"),
-        803: ErrorInfo("TG_SYSTEM_DRIVER_MISMATCH", "library and kernel module differ: reboot"),
-        804: ErrorInfo("TG_COMPAT_NOT_SUPPORTED_ON_DEVICE", "forward compatibility unsupported: remove tg-compat"),
-    },
-    lost_device_errors=frozenset({700, 719}),
-    out_of_memory=2,
-    no_device=100,
-    min_driver_version=7020,
-    min_driver="TG470 or newer (TestGPU 7.2)",
-    driver_hint="install it from the vendor",
-    min_compute_capability=(3, 0),
-    visible_devices_env="TESTGPU_VISIBLE_DEVICES",
-    image_suffix=".tgbin",
-    dlpack_device_type=12,
-    dlpack_default_stream=0,
-)
+from testgpu_vendor import TEST_VENDOR
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import dataclasses
 import os
 
 import pytest
-from conftest import TEST_VENDOR
+from testgpu_vendor import TEST_VENDOR
 from ember_gpu.driver import SIGNATURES, DriverUnavailable, cdef_for, open_driver
 from ember_gpu.errors import DeviceLostError, DriverError, GpuError, GpuOutOfMemoryError
 from ember_gpu.fake import FakeGpu

@@ -7,7 +7,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from conftest import TEST_VENDOR
+from testgpu_vendor import TEST_VENDOR
 from ember_gpu import abi
 from ember_gpu.errors import DeviceLostError, DriverError, KernelImageError
 from ember_gpu.launch import Kernel

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import TEST_VENDOR
+from testgpu_vendor import TEST_VENDOR
 from ember_gpu.errors import DeviceLostError, GpuOutOfMemoryError
 from ember_gpu.memory import DeviceMemory
 

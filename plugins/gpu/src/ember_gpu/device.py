@@ -61,7 +61,7 @@ class GpuDevice:
         if not self.attributes["memory_pools_supported"]:
             raise BackendUnavailableError(
                 f"{self}: {self.name} does not support stream-ordered memory pools, which {self.vendor.package}'s "
-                f"allocator needs (virtualized GPUs may lack them); update the driver ({self.vendor.min_driver})")
+                f"allocator needs (virtualized GPUs may lack them); install {self.vendor.min_driver}")
         stream = ffi.new("void **")
         self.call("stream_create", stream, self.vendor.stream_non_blocking)
         self.stream = stream[0]

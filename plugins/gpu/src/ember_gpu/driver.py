@@ -154,4 +154,4 @@ def open_driver(vendor: Vendor) -> Driver:
             continue
     raise DriverUnavailable(
         f"no {vendor.product} driver: {' and '.join(vendor.driver_libraries)} could not be loaded; "
-        f"{vendor.package} needs the driver {vendor.min_driver}: {vendor.driver_hint}")
+        f"{vendor.package} needs {vendor.min_driver}: {vendor.driver_hint}")

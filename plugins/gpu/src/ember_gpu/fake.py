@@ -320,8 +320,8 @@ class FakeGpu:
 
     def _mem_pool_get_attribute(self, pool: Any, attribute: int, value: Any) -> int:
         state = self._pool(pool)
-        figures = {"release_threshold": state.release_threshold, "reserved_current": state.reserved,
-                   "used_current": state.used}
+        figures = {"release_threshold": state.release_threshold, "reserved_mem_current": state.reserved,
+                   "used_mem_current": state.used}
         name = self._pool_attribute_names.get(attribute)
         if name not in figures:
             return _INVALID_VALUE

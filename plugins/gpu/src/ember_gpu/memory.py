@@ -126,7 +126,7 @@ class Allocator:
         device.call("mem_pool_trim_to", self.pool, 0)
 
     def reserved_bytes(self) -> int:
-        return self._pool_figure("reserved_current")
+        return self._pool_figure("reserved_mem_current")
 
     def _pool_figure(self, name: str) -> int:
         value = self.device.ffi.new("uint64_t *")
@@ -139,6 +139,6 @@ class Allocator:
             "allocated_bytes": self.allocated_bytes,
             "peak_bytes": self.peak_bytes,
             "reserved_bytes": reserved,
-            "cached_bytes": reserved - self._pool_figure("used_current"),
+            "cached_bytes": reserved - self._pool_figure("used_mem_current"),
             "live_allocations": sum(1 for h in self.live if h.owner is None),
         }

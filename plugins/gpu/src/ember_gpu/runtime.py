@@ -83,8 +83,8 @@ class Runtime:
             driver.call("driver_get_version", version)
             if version[0] < vendor.min_driver_version:
                 return Discovery(0, f"the {vendor.product} driver supports {vendor.product} "
-                                    f"{vendor.version_words(version[0])}, but {vendor.package}'s kernels need the "
-                                    f"driver {vendor.min_driver}: {vendor.driver_hint}")
+                                    f"{vendor.version_words(version[0])}, but {vendor.package}'s kernels need "
+                                    f"{vendor.min_driver}: {vendor.driver_hint}")
             driver.bind_all()
             count = driver.ffi.new("int *")
             driver.call("device_get_count", count)

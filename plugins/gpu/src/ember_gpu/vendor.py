@@ -39,7 +39,7 @@ class Vendor:
     launch_markers: LaunchMarkers
     warp_size: int
     attributes: Mapping[str, int]  # ember_gpu attribute name -> the vendor's device-attribute enum
-    pool_attributes: Mapping[str, int]  # release_threshold, reserved_current, used_current
+    pool_attributes: Mapping[str, int]  # release_threshold, reserved_mem_current, used_mem_current
     stream_non_blocking: int  # stream flag: no implicit synchronization with the default stream
     event_disable_timing: int  # event flag for events that only order work
     host_alloc_portable: int  # pinned host memory usable from every context
@@ -48,7 +48,7 @@ class Vendor:
     out_of_memory: int
     no_device: int
     min_driver_version: int  # the driver API version the shipped kernels need (13000: CUDA 13.0)
-    min_driver: str  # the same in words users can act on: "R580 or newer (CUDA 13)"
+    min_driver: str  # the same in words users can act on: "the NVIDIA driver R580 or newer (CUDA 13)"
     driver_hint: str  # how to install or update the driver
     min_compute_capability: tuple[int, int]  # oldest architecture the kernel images run on
     visible_devices_env: str  # the variable that hides devices from the driver: CUDA_VISIBLE_DEVICES
