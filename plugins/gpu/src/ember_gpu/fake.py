@@ -14,15 +14,26 @@ demand:
   and so does every call after it (the context is poisoned).
 
 ``kernels[name] = fn(fake, launch)`` emulates a kernel: it runs at launch and may return a status.
+
+``FakeGpu(vendor, host_kernels=<dir>)`` runs the real kernels: ``<dir>`` holds the host libraries
+of ``ember_gpu.build.build_host_libraries`` (the very kernel sources, compiled by g++ with an
+emulated grid), device memory is then real host memory (an allocation's address is a real
+pointer, so kernels dereference it), and a launch of a kernel in their index calls its
+``<kernel>_host(args, grid, block)`` with the launch's argument bytes.  Every allocation keeps a
+guard of ``_GRANULE`` bytes on each side; a launch that wrote into the guards of an operand its
+arguments name fails as an illegal address would (the context is poisoned).
 """
 
 from __future__ import annotations
 
 import bisect
+import os
+import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import cffi
@@ -31,6 +42,8 @@ from ember_gpu.driver import SIGNATURES, Driver, cdef_for
 from ember_gpu.vendor import Vendor
 
 _GRANULE = 256  # allocations are aligned (and rounded) to this, as the real pools do
+_GUARD = 0xFD  # the bytes around a host-memory allocation (never written by a correct kernel)
+_OPERAND_WORDS = 4  # abi.h's argument structs start with their pointers: out and up to 3 inputs
 _NEVER_FAIL = frozenset({"get_error_name", "get_error_string"})
 _INVALID_VALUE, _INVALID_CONTEXT, _INVALID_DEVICE, _NOT_FOUND, _NOT_READY = 1, 201, 101, 500, 600
 
@@ -50,7 +63,7 @@ class _Device:
     capacity: int
     reserved: int = 0  # bytes the pool holds from the "driver"
     used: int = 0  # bytes in live allocations
-    cached: list[int] = field(default_factory=list)  # sizes of freed blocks the pool keeps
+    cached: list[tuple[int, Any]] = field(default_factory=list)  # freed blocks the pool keeps: (size, host memory)
     release_threshold: int = 0
 
 
@@ -58,7 +71,35 @@ class _Device:
 class _Block:
     device: int
     size: int  # rounded
-    data: bytearray
+    data: Any  # bytearray, or (host_kernels) a cffi buffer over ``memory``
+    memory: Any = None  # host_kernels: the host allocation holding the block and its guards
+
+
+class _HostKernels:
+    """The host libraries of a kernel build, opened per image on first use."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        from ember_gpu.build import read_index
+
+        self.directory = Path(directory)
+        self.image_of = read_index(self.directory)  # kernel -> library file
+        if not self.image_of:
+            raise ValueError(f"{self.directory} holds no host kernel libraries (kernels.json): build them with "
+                             f"ember_gpu.build.build_host_libraries")
+        self._functions: dict[str, Any] = {}
+        self._libraries: dict[str, tuple[cffi.FFI, Any]] = {}
+
+    def function(self, kernel: str) -> Any:
+        found = self._functions.get(kernel)
+        if found is None:
+            file = self.image_of[kernel]
+            if file not in self._libraries:
+                ffi = cffi.FFI()
+                ffi.cdef("".join(f"void {name}_host(const void *, unsigned int, unsigned int);\n"
+                                 for name, image in self.image_of.items() if image == file))
+                self._libraries[file] = ffi, ffi.dlopen(str(self.directory / file))
+            found = self._functions[kernel] = getattr(self._libraries[file][1], kernel + "_host")
+        return found
 
 
 @dataclass
@@ -73,8 +114,10 @@ class FakeGpu:
 
     def __init__(self, vendor: Vendor, *, devices: int = 1, memory_bytes: int = 1 << 30,
                  compute_capability: tuple[int, int] = (9, 0), driver_version: int | None = None,
-                 name: str = "ember fake GPU", multiprocessors: int = 132) -> None:
+                 name: str = "ember fake GPU", multiprocessors: int = 132,
+                 host_kernels: str | os.PathLike[str] | None = None) -> None:
         self.vendor = vendor
+        self.host_kernels = None if host_kernels is None else _HostKernels(host_kernels)
         self.ffi = cffi.FFI()
         self.ffi.cdef(cdef_for(vendor))
         self.name = name
@@ -331,7 +374,7 @@ class FakeGpu:
     def _mem_pool_trim_to(self, pool: Any, keep_bytes: int) -> None:
         state = self._pool(pool)
         while state.cached and state.reserved > keep_bytes:
-            state.reserved -= state.cached.pop()
+            state.reserved -= state.cached.pop()[0]
 
     def _mem_alloc_async(self, pointer: Any, nbytes: int, stream: Any) -> int:
         device = self._stream_device(stream)
@@ -339,17 +382,22 @@ class FakeGpu:
             return _INVALID_VALUE
         state = self.devices[device]
         size = -(-nbytes // _GRANULE) * _GRANULE
-        reuse = next((i for i, cached in enumerate(state.cached) if cached >= size), None)
+        reuse = next((i for i, (cached, _) in enumerate(state.cached) if cached >= size), None)
+        memory = None
         if reuse is not None:
-            size = state.cached.pop(reuse)
+            size, memory = state.cached.pop(reuse)
         elif state.reserved + size > state.capacity:
             return self.vendor.out_of_memory
         else:
             state.reserved += size
         state.used += size
-        address = self._next_address[device]
-        self._next_address[device] += size + _GRANULE  # a gap: no two blocks touch
-        self._blocks[address] = _Block(device, size, bytearray(b"\xcd" * nbytes))  # never zeroed, as on a GPU
+        if self.host_kernels is None:
+            address = self._next_address[device]
+            self._next_address[device] += size + _GRANULE  # a gap: no two blocks touch
+            block = _Block(device, size, bytearray(b"\xcd" * nbytes))  # never zeroed, as on a GPU
+        else:
+            address, block = self._host_block(device, size, nbytes, memory)
+        self._blocks[address] = block
         bisect.insort(self._addresses, address)
         pointer[0] = address
         return 0
@@ -362,7 +410,41 @@ class FakeGpu:
         self._addresses.remove(pointer)
         state = self.devices[block.device]
         state.used -= block.size
-        state.cached.append(block.size)
+        state.cached.append((block.size, block.memory))  # host memory stays allocated, as a pool keeps it
+        return 0
+
+    # ---- host memory (host_kernels) ------------------------------------------------------------------
+
+    def _host_block(self, device: int, size: int, nbytes: int, memory: Any) -> tuple[int, _Block]:
+        """A block of real host memory (its address, the block): ``size`` bytes aligned to
+        _GRANULE between two guards."""
+        if memory is None:
+            memory = self.ffi.new("char[]", size + 3 * _GRANULE)
+        start = -(-int(self.ffi.cast("uintptr_t", memory)) // _GRANULE) * _GRANULE + _GRANULE
+        whole = self.ffi.buffer(self.ffi.cast("char *", start - _GRANULE), size + 2 * _GRANULE)
+        whole[:] = bytes([_GUARD]) * len(whole)
+        whole[_GRANULE:_GRANULE + nbytes] = b"\xcd" * nbytes  # never zeroed, as on a GPU
+        return start, _Block(device, size, self.ffi.buffer(self.ffi.cast("char *", start), nbytes), memory)
+
+    def _guards_intact(self, address: int) -> bool:
+        block = self._blocks[address]
+        before = self.ffi.buffer(self.ffi.cast("char *", address - _GRANULE), _GRANULE)
+        after = self.ffi.buffer(self.ffi.cast("char *", address + len(block.data)),
+                                block.size + _GRANULE - len(block.data))
+        guard = bytes([_GUARD])
+        return before[:] == guard * len(before) and after[:] == guard * len(after)
+
+    def _run_host_kernel(self, launch: FakeLaunch) -> int:
+        """Run a launch on the host libraries; an operand whose guards it overwrote poisons the
+        context as the illegal address would on a GPU."""
+        arguments = self.ffi.new("char[]", launch.args)
+        self.host_kernels.function(launch.kernel)(arguments, launch.grid[0], launch.block[0])
+        words = struct.unpack_from(f"<{_OPERAND_WORDS}Q", launch.args.ljust(8 * _OPERAND_WORDS, b"\0"))
+        for word in words:
+            at = bisect.bisect_right(self._addresses, word) - 1
+            if at >= 0 and not self._guards_intact(self._addresses[at]):
+                self._poisoned = min(self.vendor.lost_device_errors)
+                return self._poisoned
         return 0
 
     def _mem_host_alloc(self, pointer: Any, nbytes: int, flags: int) -> int:
@@ -440,7 +522,11 @@ class FakeGpu:
         launch = FakeLaunch(kernel, (gx, gy, gz), (bx, by, bz), shared_bytes, device, self._arguments(extra))
         self.launches.append(launch)
         emulate = self.kernels.get(kernel)
-        return (emulate(self, launch) or 0) if emulate is not None else 0
+        if emulate is not None:
+            return emulate(self, launch) or 0
+        if self.host_kernels is not None and kernel in self.host_kernels.image_of:
+            return self._run_host_kernel(launch)
+        return 0
 
     def _arguments(self, extra: Any) -> bytes:
         markers = self.vendor.launch_markers

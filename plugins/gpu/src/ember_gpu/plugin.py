@@ -4,31 +4,52 @@
 vendor's plugin module exports them (``globals().update(PLUGIN.hooks())``), which is all of
 ember_cuda/plugin.py.  Identity and the kernel table (``ember_plugin_info``, ``ember_kernels``)
 read package files only: they never open the driver, so discovery costs nothing on machines
-without the vendor's GPU.
+without the vendor's GPU.  The kernel table (``ember_gpu.ops``) and the manifest the build wrote
+beside the kernel images both come from the build's kernel index, so they claim the same ops.
+
+A testing aid: with ``EMBER_GPU_FAKE_DRIVER=<directory of host kernel libraries>`` (built by
+``ember_gpu.build.build_host_libraries``) in the environment when the driver is first opened, the
+runtime opens ``ember_gpu.fake.FakeGpu`` with two devices running those kernels on the host
+instead of the vendor's driver (how CI runs conformance on a "GPU"; off by default).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import Any
 
 from ember_core.errors import KernelError, PluginError
 from ember_core.plugins import PluginInfo, hookimpl
-from ember_gpu import abi
+from ember_gpu import abi, ops
+from ember_gpu.driver import Driver, open_driver
 from ember_gpu.runtime import Runtime
 from ember_gpu.vendor import Vendor
 
 BUILD_INFO = "build.json"  # written into the vendor package's kernels/ by its build
+FAKE_DRIVER_ENV = "EMBER_GPU_FAKE_DRIVER"
+
+
+def open_driver_or_fake(vendor: Vendor) -> Driver:
+    """The vendor's driver, or the fake that runs host kernels when $EMBER_GPU_FAKE_DRIVER names
+    their directory (a testing aid, read when the runtime first opens the driver)."""
+    host_kernels = os.environ.get(FAKE_DRIVER_ENV)
+    if not host_kernels:
+        return open_driver(vendor)
+    from ember_gpu.fake import FakeGpu
+
+    return FakeGpu(vendor, devices=2, host_kernels=os.path.abspath(host_kernels)).open(vendor)
 
 
 class GpuPlugin:
     def __init__(self, vendor: Vendor, package: str, runtime: Runtime | None = None) -> None:
         self.vendor = vendor
         self.package = package
-        self.runtime = runtime or Runtime(vendor, package)
+        self.runtime = runtime or Runtime(vendor, package, opener=open_driver_or_fake)
+        self._kernels: dict[str, Callable[..., Any]] | None = None
 
     def hooks(self) -> dict[str, Callable[..., Any]]:
         """Every hook implementation, by name (for the vendor's plugin module to export)."""
@@ -53,14 +74,22 @@ class GpuPlugin:
                               f"{build.get('kernel_abi')}, but the installed ember-gpu speaks {abi.ABI_VERSION}; "
                               f"reinstall {self.vendor.package} against it: pip install --force-reinstall "
                               f"{self.vendor.package}")
+        manifest = files.joinpath("kernels", ops.MANIFEST)
+        if not manifest.is_file():
+            raise PluginError(f"{self.vendor.package}: its build wrote no kernels/{ops.MANIFEST} (built by an older "
+                              f"build step?); reinstall it: pip install --force-reinstall {self.vendor.package}")
         version = importlib.import_module(self.package).__version__
         return PluginInfo(name=self.vendor.name, version=version, abi=tuple(build["ember_abi"]),
-                          device_types=(self.vendor.name,), manifest=str(files.joinpath("manifest.toml")),
-                          package=self.vendor.package)
+                          device_types=(self.vendor.name,), manifest=str(manifest), package=self.vendor.package)
 
     @hookimpl
     def ember_kernels(self, device_type: str) -> Mapping[str, Any]:
-        return {}  # the op layer comes in the next increment; the manifest claims nothing meanwhile
+        if device_type != self.vendor.name:
+            return {}
+        if self._kernels is None:
+            layer = ops.OpLayer(ops.kernel_index(ops.package_kernels(self.package)), self.runtime)
+            self._kernels = {op: kernel for op, (kernel, _) in layer.table().items()}
+        return self._kernels
 
     # ---- devices --------------------------------------------------------------------------------
 
