@@ -1,8 +1,32 @@
 """A made-up vendor table for ember-gpu's runtime tests: none of CUDA's symbols, enums or launch
-markers (HIP's END marker 3, a warp of 64), so a vendor fact hard-coded in the runtime fails them."""
+markers (HIP's END marker 3, a warp of 64), nor cuBLAS's, so a vendor fact hard-coded in the
+runtime or in ember_gpu.blas fails them."""
 
+from ember_gpu import blas
 from ember_gpu.driver import SIGNATURES
-from ember_gpu.vendor import ErrorInfo, LaunchMarkers, Vendor
+from ember_gpu.vendor import BlasVendor, ErrorInfo, LaunchMarkers, Vendor
+
+TEST_BLAS = BlasVendor(
+    product="tgBLAS",
+    libraries=("libember-tgblas.so.7",),
+    wheel_dirs=("ember_testgpu_wheel/lib",),
+    companions=("libember-tgblaslt.so.7",),
+    install_hint='pip install "ember-testgpu[blas]"',
+    symbols={name: "tgblas_" + name for name in blas.SIGNATURES},
+    data_types={"float16": 31, "bfloat16": 32, "float32": 33, "float64": 34, "complex64": 35, "complex128": 36},
+    compute_types={"float32": 51, "float32_tf32": 52, "float64": 53},
+    operations={"n": 111, "t": 112},
+    default_math=9,
+    default_algo=-7,
+    workspace_bytes=4096,
+    errors={
+        21: ErrorInfo("TGBLAS_STATUS_ALLOC_FAILED", "tgBLAS could not allocate memory"),
+        22: ErrorInfo("TGBLAS_STATUS_INVALID_VALUE", "an argument was out of range"),
+        23: ErrorInfo("TGBLAS_STATUS_EXECUTION_FAILED", "a tgBLAS kernel failed"),
+        24: ErrorInfo("TGBLAS_STATUS_NOT_SUPPORTED", "an unsupported combination"),
+    },
+    out_of_memory=21,
+)
 
 TEST_VENDOR = Vendor(
     name="testgpu",
@@ -43,4 +67,5 @@ TEST_VENDOR = Vendor(
     image_suffix=".tgbin",
     dlpack_device_type=12,
     dlpack_default_stream=0,
+    blas=TEST_BLAS,
 )

@@ -30,6 +30,28 @@ class ErrorInfo:
 
 
 @dataclass(frozen=True)
+class BlasVendor:
+    """The vendor's BLAS library (cuBLAS, hipBLAS) as data: where it is found, its symbols and enums.
+
+    ``ember_gpu.blas`` reads nothing else, so hipBLAS is this table with other values."""
+
+    product: str  # what users call it: "cuBLAS"
+    libraries: tuple[str, ...]  # versioned sonames, tried on the loader path, then in wheel_dirs
+    wheel_dirs: tuple[str, ...]  # site-packages subdirectories of the vendor's BLAS wheel: "nvidia/cu13/lib"
+    companions: tuple[str, ...]  # libraries of the same wheel directory loaded first (cuBLAS needs cuBLASLt)
+    install_hint: str  # how to get the library, in words users act on
+    symbols: Mapping[str, str]  # ember_gpu name -> vendor symbol (every name of blas.SIGNATURES)
+    data_types: Mapping[str, int]  # ember dtype name -> the vendor's data-type enum
+    compute_types: Mapping[str, int]  # "float32", "float32_tf32", "float64" -> the vendor's compute-type enum
+    operations: Mapping[str, int]  # "n": the operand as stored, "t": transposed
+    default_math: int  # the handle's math mode: no reduced-precision shortcut unless the compute type asks
+    default_algo: int  # the GEMM algorithm: the library's heuristic
+    workspace_bytes: int  # per handle, allocated by ember (a library allocation would break graph capture)
+    errors: Mapping[int, ErrorInfo]  # status -> name and what to do
+    out_of_memory: int  # the status of a failed allocation
+
+
+@dataclass(frozen=True)
 class Vendor:
     name: str  # the plugin name and the device type: "cuda"
     package: str  # the distribution, for messages: "ember-cuda"
@@ -56,8 +78,7 @@ class Vendor:
     dlpack_device_type: int  # kDLCUDA = 2, kDLROCM = 10
     dlpack_default_stream: int  # the stream DLPack's ``stream=None`` means (CUDA: 1, the legacy stream)
     dlpack_invalid_streams: frozenset[int] = frozenset()  # stream values DLPack forbids for this vendor
-    blas_libraries: tuple[str, ...] = ()  # versioned sonames, found on the loader path or in blas_wheel_dirs
-    blas_wheel_dirs: tuple[str, ...] = ()  # site-packages subdirectories of the vendor's BLAS wheel
+    blas: BlasVendor | None = None  # the BLAS library for float matmul (None: the vendor has none)
 
     def error(self, status: int) -> ErrorInfo | None:
         return self.errors.get(status)

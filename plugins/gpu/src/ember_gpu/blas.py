@@ -1,0 +1,398 @@
+"""Float matmul through the vendor's BLAS (cuBLAS; hipBLAS with the same code and another table).
+
+The library is found at run time, never at import: its versioned sonames on the loader path first
+(a system toolkit), then in the vendor wheel's directory of every ``sys.path`` entry
+(site-packages); the vendor packages do not depend on the wheels, which are hundreds of MB.  The
+binding is cffi in ABI mode from one neutral cdef (device pointers as ``uint64_t``, as in
+``driver.py``), every call checked and its status named.
+
+One library handle per device and thread (a handle must not be used by two threads at once),
+created lazily in the device's context and bound to the device's one stream, so a GEMM is ordered
+with every other op of the device.  The handles of a device share one workspace that ember
+allocates (they all run on that stream, so their kernels never overlap): with a workspace of its
+own the library allocates nothing while a stream is captured into a graph.
+
+TF32 is off by default, as in PyTorch: float32 products are computed in float32.  ``set_tf32(True)``
+(or ``EMBER_ALLOW_TF32=1`` in the environment, read at import) lets float32 GEMMs round their inputs
+to TF32 on tensor cores; ``tf32_enabled()`` says which is in force and the GPU plugin reports it in
+its device properties (so conformance reports state it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cffi
+
+from ember_core.errors import ConfigError, KernelError, UnsupportedOpError
+from ember_core.tensor import span
+from ember_core.views import coalesce
+from ember_gpu.errors import DriverError, GpuError, GpuOutOfMemoryError
+from ember_gpu.vendor import BlasVendor, Vendor
+
+# Every BLAS function ember calls, by ember_gpu's name: (result type, parameters in neutral C types).
+# Sizes and leading dimensions are int64 (the 64-bit GEMM), device pointers uint64_t, handles and
+# streams void *, enums int; alpha and beta are host pointers to the compute type's scalars.
+SIGNATURES: dict[str, tuple[str, str]] = {
+    "create": ("int", "void **handle"),
+    "destroy": ("int", "void *handle"),
+    "set_stream": ("int", "void *handle, void *stream"),
+    "set_math_mode": ("int", "void *handle, int mode"),
+    "set_workspace": ("int", "void *handle, uint64_t workspace, size_t bytes"),
+    "gemm_strided_batched": ("int", "void *handle, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, "
+                                    "const void *alpha, uint64_t a, int a_type, int64_t lda, long long stride_a, "
+                                    "uint64_t b, int b_type, int64_t ldb, long long stride_b, const void *beta, "
+                                    "uint64_t c, int c_type, int64_t ldc, long long stride_c, int64_t batch_count, "
+                                    "int compute_type, int algo"),
+    "status_string": ("const char *", "int status"),
+}
+
+# What each dtype computes in, and its alpha/beta as the compute type's C scalars (a complex one is
+# two of them).  Half-precision products accumulate in float32, as PyTorch's do.
+_COMPUTE = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "complex64": "float32",
+            "float64": "float64", "complex128": "float64"}
+_SCALAR = {"float32": "float[{}]", "float64": "double[{}]"}
+DTYPES = tuple(_COMPUTE)  # what matmul serves: every real and complex floating dtype
+
+
+class BlasUnavailableError(UnsupportedOpError):
+    """The vendor's BLAS library is not installed: float matmul cannot run on this device."""
+
+
+# ---- the TF32 switch ---------------------------------------------------------------------------------
+
+_TF32_ENV = "EMBER_ALLOW_TF32"
+
+
+def _tf32_from_environment() -> bool:
+    value = os.environ.get(_TF32_ENV, "0").strip()
+    if value not in ("", "0", "1"):
+        raise ConfigError(f"{_TF32_ENV}={value!r}: use 1 to let float32 matmul use TF32 tensor cores, 0 (the "
+                          f"default) for float32 arithmetic")
+    return value == "1"
+
+
+_tf32 = _tf32_from_environment()
+
+
+def set_tf32(enabled: bool) -> None:
+    """Let float32 matmul on GPUs round its inputs to TF32 (10-bit mantissa) for tensor-core speed,
+    or not (the default, as in PyTorch).  Process-wide; float16/bfloat16/float64/complex unaffected."""
+    global _tf32
+    _tf32 = bool(enabled)
+
+
+def tf32_enabled() -> bool:
+    return _tf32
+
+
+# ---- the library -------------------------------------------------------------------------------------
+
+def cdef_for(table: BlasVendor) -> str:
+    missing = sorted(set(SIGNATURES) - set(table.symbols))
+    if missing:
+        raise ValueError(f"BLAS table {table.product!r} names no symbol for {missing}")
+    return "\n".join(f"{result} {table.symbols[name]}({params});" for name, (result, params) in SIGNATURES.items())
+
+
+class BlasLibrary:
+    """The opened BLAS library (or a fake with the same symbols): checked calls by ember_gpu name."""
+
+    def __init__(self, vendor: Vendor, lib: Any, ffi: cffi.FFI) -> None:
+        assert vendor.blas is not None
+        self.vendor = vendor
+        self.table = vendor.blas
+        self.ffi = ffi
+        self.fn: dict[str, Callable[..., Any]] = {}
+        for name, symbol in self.table.symbols.items():
+            try:
+                self.fn[name] = getattr(lib, symbol)
+            except AttributeError:
+                raise BlasUnavailableError(f"{vendor.package}: the {self.table.product} library found lacks {symbol}: "
+                                           f"it is older than {vendor.package} needs; {self.table.install_hint}") \
+                    from None
+        self.lib = lib  # (keeps the library loaded while its functions are in use)
+        # alpha = 1 and beta = 0 in each compute type, real and complex (the first element is the real part)
+        self.one = {(compute, width): ffi.new(_SCALAR[compute].format(width), [1.0] + [0.0] * (width - 1))
+                    for compute in _SCALAR for width in (1, 2)}
+        self.zero = {key: ffi.new(_SCALAR[key[0]].format(key[1])) for key in self.one}
+
+    def call(self, name: str, *args: Any) -> None:
+        status = self.fn[name](*args)
+        if status:
+            raise self.error(status, name)
+
+    def describe(self, status: int) -> str:
+        """``NAME (code): what to do`` from the vendor table, else the library's own words."""
+        known = self.table.errors.get(status)
+        if known is not None:
+            return f"{known.name} ({status}): {known.meaning}"
+        text = self.fn["status_string"](status)
+        return f"status {status}" + (f": {self.ffi.string(text).decode(errors='replace')}" if text else "")
+
+    def error(self, status: int, name: str) -> GpuError:
+        symbol = self.table.symbols[name]
+        message = f"{self.vendor.package}: {symbol} failed: {self.describe(status)}"
+        kind = GpuOutOfMemoryError if status == self.table.out_of_memory else DriverError
+        return kind(message, status, symbol)
+
+
+def candidates(table: BlasVendor, search_path: list[str] | None = None) -> Iterator[tuple[str, Path | None]]:
+    """(what to dlopen, its wheel directory or None) in order: each soname through the loader, then
+    each wheel directory under every ``sys.path`` entry that holds the library."""
+    for soname in table.libraries:
+        yield soname, None
+    seen: set[Path] = set()
+    for entry in sys.path if search_path is None else search_path:
+        for sub in table.wheel_dirs:
+            directory = Path(entry or ".", sub)
+            if directory in seen:
+                continue
+            seen.add(directory)
+            for soname in table.libraries:
+                if (directory / soname).is_file():
+                    yield str(directory / soname), directory
+
+
+def open_blas(vendor: Vendor) -> BlasLibrary:
+    """dlopen the vendor's BLAS; BlasUnavailableError says what was tried and how to install it."""
+    table = vendor.blas
+    if table is None:
+        raise BlasUnavailableError(f"{vendor.package} has no BLAS library for float matmul")
+    ffi = cffi.FFI()
+    ffi.cdef(cdef_for(table))
+    failures = []
+    for target, directory in candidates(table):
+        try:
+            if directory is not None:  # the wheel's library finds its companions by soname: load them first
+                for path in [directory / name for name in table.companions if (directory / name).is_file()] + [target]:
+                    ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)  # (its errors are the loader's, in one line)
+            return BlasLibrary(vendor, ffi.dlopen(target), ffi)
+        except OSError as exc:
+            if directory is not None:  # (a soname the loader does not know is the normal case, not news)
+                failures.append(f"{target}: {exc}")
+    found = f" ({'; '.join(failures)})" if failures else ""
+    raise BlasUnavailableError(
+        f"{vendor.package}: float matmul needs {table.product} ({' or '.join(table.libraries)}), which is neither "
+        f"on the loader path nor in site-packages/{' or '.join(table.wheel_dirs)}{found}: {table.install_hint}")
+
+
+# ---- the GEMM of a matmul --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Gemm:
+    """One strided-batched GEMM in the library's column-major terms, for row-major ``out = a @ b``:
+    column-major, that is ``out^T = b^T a^T``, so the library's A is ember's b (m = N columns of out)
+    and its B is ember's a (n = M rows); offsets and strides in elements."""
+
+    trans_a: str
+    trans_b: str
+    m: int
+    n: int
+    k: int
+    lda: int
+    stride_a: int
+    ldb: int
+    stride_b: int
+    ldc: int
+    stride_c: int
+    batch: int
+
+
+def _column_major(rows: int, cols: int, row_stride: int, col_stride: int) -> tuple[str, int] | None:
+    """How the library reads a row-major ``rows x cols`` operand so that it sees its transpose:
+    ("n", ld) when its rows are contiguous (stored column-major it *is* the transpose), ("t", ld)
+    when its columns are; None when neither (the library needs a unit stride and ld >= the extent).
+    A dim of size 1 has any stride."""
+    if col_stride == 1 or cols == 1:
+        ld = row_stride if rows > 1 else max(1, cols)
+        if ld >= max(1, cols):
+            return "n", ld
+    if row_stride == 1 or rows == 1:
+        ld = col_stride if cols > 1 else max(1, rows)
+        if ld >= max(1, rows):
+            return "t", ld
+    return None
+
+
+def plan_gemm(out: Any, a: Any, b: Any) -> Gemm | None:
+    """The one library call for ``out (..., M, N) = a (..., M, K) @ b (..., K, N)``, or None when no
+    single strided-batched call covers these layouts (batch dims that do not coalesce to one stride
+    per operand, or an operand without a unit stride in its last two dims)."""
+    m, n, k = out.shape[-2], out.shape[-1], a.shape[-1]
+    c_layout = _column_major(m, n, *out.strides[-2:])
+    a_layout = _column_major(m, k, *a.strides[-2:])
+    b_layout = _column_major(k, n, *b.strides[-2:])
+    if c_layout is None or c_layout[0] != "n" or a_layout is None or b_layout is None:
+        return None
+    batch_shape, batch_strides = coalesce(out.shape[:-2], out.strides[:-2], a.strides[:-2], b.strides[:-2])
+    if len(batch_shape) > 1:
+        return None
+    batch = batch_shape[0] if batch_shape else 1
+    stride_c, stride_a, stride_b = (s[0] for s in batch_strides) if batch_shape else (0, 0, 0)
+    if stride_c < 0 or stride_a < 0 or stride_b < 0:
+        return None
+    return Gemm(trans_a=b_layout[0], trans_b=a_layout[0], m=n, n=m, k=k, lda=b_layout[1], stride_a=stride_b,
+                ldb=a_layout[1], stride_b=stride_a, ldc=c_layout[1], stride_c=stride_c, batch=batch)
+
+
+# ---- handles and the kernel ------------------------------------------------------------------------
+
+class Handle:
+    """A library handle of one device for one thread: bound to the device's stream, default math mode,
+    and the device's workspace.  Destroyed when its thread ends or the Blas is reset (never raises)."""
+
+    def __init__(self, library: BlasLibrary, device: Any, workspace: Any) -> None:
+        self.library = library
+        self.device = device
+        device.runtime.make_current(device)
+        out = library.ffi.new("void **")
+        library.call("create", out)
+        self.pointer = out[0]
+        try:
+            library.call("set_stream", self.pointer, device.stream)
+            library.call("set_math_mode", self.pointer, library.table.default_math)
+            library.call("set_workspace", self.pointer, workspace.pointer, workspace.nbytes)
+        except GpuError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        device, pointer = self.device, self.__dict__.pop("pointer", None)
+        if pointer is None or not _still_open(device):
+            return
+        try:
+            device.runtime.make_current(device)
+            self.library.fn["destroy"](pointer)
+        except Exception:  # a finalizer must not raise (the driver may be shutting down)
+            pass
+
+    __del__ = close
+
+
+class Blas:
+    """The BLAS of one runtime: the library (opened on the first matmul), the handles per device and
+    thread, the workspace per device, and the matmul kernel."""
+
+    def __init__(self, runtime: Any, opener: Callable[[Vendor], BlasLibrary] = open_blas) -> None:
+        self.runtime = runtime
+        self._opener = opener
+        self._lock = threading.Lock()
+        self._library: BlasLibrary | None = None
+        self._unavailable: BlasUnavailableError | None = None
+        self._thread = threading.local()  # .handles: {device index: Handle}
+        self._workspaces: dict[int, tuple[Any, Any]] = {}  # device index -> (device, DeviceMemory)
+
+    def reset(self, opener: Callable[[Vendor], BlasLibrary] | None = None) -> None:
+        """Forget the library, handles and workspaces; open the next library with ``opener`` (tests: a fake)."""
+        with self._lock:
+            if opener is not None:
+                self._opener = opener
+            self._library, self._unavailable = None, None
+            self._thread = threading.local()
+            for device, workspace in self._workspaces.values():
+                if _still_open(device):
+                    device.memory.free(workspace)
+            self._workspaces = {}
+
+    def library(self) -> BlasLibrary:
+        """The opened library; BlasUnavailableError (the same one every time) when it is missing."""
+        if self._library is None:
+            with self._lock:
+                if self._library is None and self._unavailable is None:
+                    try:
+                        self._library = self._opener(self.runtime.vendor)
+                    except BlasUnavailableError as exc:
+                        self._unavailable = exc
+        if self._library is None:
+            raise BlasUnavailableError(str(self._unavailable))
+        return self._library
+
+    def handle(self, device: Any) -> Handle:
+        """This thread's handle on ``device``, made on first use."""
+        handles = self._thread.__dict__.setdefault("handles", {})
+        found = handles.get(device.index)
+        if found is None or found.device is not device:
+            found = handles[device.index] = Handle(self.library(), device, self._workspace(device))
+        return found
+
+    def _workspace(self, device: Any) -> Any:
+        with self._lock:
+            found = self._workspaces.get(device.index)
+            if found is None or found[0] is not device:
+                found = self._workspaces[device.index] = (device, device.memory.alloc(self.library().table
+                                                                                      .workspace_bytes))
+            return found[1]
+
+    def kernels(self) -> dict[str, Callable[..., Any]]:
+        """The op-layer entries this module serves (claim them for ``DTYPES``)."""
+        return {"matmul": self.matmul}
+
+    def matmul(self, out: Any, a: Any, b: Any) -> Any:
+        """``out (..., M, N) = a (..., M, K) @ b (..., K, N)`` (batch dims equal, stride 0 where the
+        core broadcast them) as one strided-batched GEMM; NotImplemented for other layouts."""
+        device = self.runtime.device(out.device.index)
+        if 0 in out.shape:
+            return None
+        if a.shape[-1] == 0:  # an empty sum: zeros (not left to the library's k = 0 corner)
+            if not out.is_contiguous:
+                return NotImplemented
+            device.call("memset_d8_async", _address(device, out), 0, _nbytes(out), device.stream)
+            return None
+        gemm = plan_gemm(out, a, b)
+        if gemm is None:
+            return NotImplemented  # the one place a contiguous copy of a or b would make this layout fit
+        self.gemm(device, gemm, out, a, b)
+        return None
+
+    def gemm(self, device: Any, gemm: Gemm, out: Any, a: Any, b: Any) -> None:
+        """Queue one planned GEMM on ``device``'s stream (operands validated first)."""
+        dtype = out.dtype.name
+        library = self.library()
+        table = library.table
+        compute = _COMPUTE[dtype]
+        scalars = (compute, 2 if out.dtype.kind == "c" else 1)
+        compute_type = table.compute_types["float32_tf32" if dtype == "float32" and _tf32 else compute]
+        data_type = table.data_types[dtype]
+        c, pa, pb = _address(device, out), _address(device, a), _address(device, b)
+        handle = self.handle(device)
+        device.runtime.make_current(device)
+        op = table.operations
+        library.call("gemm_strided_batched", handle.pointer, op[gemm.trans_a], op[gemm.trans_b], gemm.m, gemm.n,
+                     gemm.k, library.one[scalars], pb, data_type, gemm.lda, gemm.stride_a, pa, data_type, gemm.ldb,
+                     gemm.stride_b, library.zero[scalars], c, data_type, gemm.ldc, gemm.stride_c, gemm.batch,
+                     compute_type, table.default_algo)
+        if device.launch_blocking:
+            device.synchronize()
+
+
+def _still_open(device: Any) -> bool:
+    """Whether ``device`` may still be called: not lost, and not forgotten by a runtime reset or a fork."""
+    return device.usable and device.runtime.devices.get(device.index) is device
+
+
+def _address(device: Any, t: Any) -> int:
+    """The device address of ``t``'s first element, after checking that its handle is a live
+    allocation of ``device`` and that its view lies inside it (a bad one would corrupt memory)."""
+    handle = t.handle
+    lo, hi = span(t.shape, t.strides, t.offset)
+    itemsize = t.dtype.itemsize
+    if handle not in device.memory.live or lo < 0 or (hi + 1) * itemsize > handle.nbytes:
+        raise KernelError(f"{device.vendor.package}: matmul got a {t.dtype.name} operand of shape {t.shape} "
+                          f"(strides {t.strides}, offset {t.offset}) that is not inside a live allocation of "
+                          f"{device} (a bug in the op layer)")
+    return handle.pointer + t.offset * itemsize
+
+
+def _nbytes(t: Any) -> int:
+    count = 1
+    for n in t.shape:
+        count *= n
+    return count * t.dtype.itemsize
