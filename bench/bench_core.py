@@ -23,14 +23,19 @@ except ImportError:  # the ember column still runs
     torch = None
 
 
-def timeit(fn: Callable[[], object], *, min_time: float = 0.3, repeats: int = 7) -> float:
-    """Best seconds per call over `repeats` batches, each batch running >= min_time / repeats."""
+def timeit(fn: Callable[[], object], *, min_time: float = 0.3, repeats: int = 7,
+           sync: Callable[[], object] = lambda: None) -> float:
+    """Best seconds per call over `repeats` batches, each batch running >= min_time / repeats.
+
+    `sync` ends every batch: a device's synchronize, so that the work a GPU still has queued counts."""
     fn()
+    sync()
     n, t = 1, 0.0
     while True:
         start = time.perf_counter()
         for _ in range(n):
             fn()
+        sync()
         t = time.perf_counter() - start
         if t > min_time / repeats:
             break
@@ -40,6 +45,7 @@ def timeit(fn: Callable[[], object], *, min_time: float = 0.3, repeats: int = 7)
         start = time.perf_counter()
         for _ in range(n):
             fn()
+        sync()
         samples.append((time.perf_counter() - start) / n)
     return min(samples)
 

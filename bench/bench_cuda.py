@@ -1,0 +1,208 @@
+"""ember-cuda against PyTorch CUDA on the same GPU, in the same process: issue 25's speed targets.
+
+Run: ``python bench/bench_cuda.py [--rounds R] [--sizes 16M,256M] [--matmul-size 4096] [--json PATH]``
+(needs ember-cuda with a CUDA device, and PyTorch built for CUDA; it prints why and exits 77, the
+"skipped" status gpu_check.sh reports, where either is missing).
+
+Every case runs in batches of calls that end with the framework's synchronize (bench_core.timeit),
+so a figure counts the device's work, not only the queueing; best of 7 batches, in alternating
+rounds.  Bandwidth counts the bytes read plus written, matmul 2 n^3 flops; ``a + b`` on 16
+elements is the host time per op (launch-bound).  float32 matmul is compared with TF32 off:
+PyTorch at ``set_float32_matmul_precision("highest")``, ember as its device properties' ``tf32``
+says (before ember-cuda's matmul is on cuBLAS it has no TF32 at all).  An ember case that runs,
+even partly, through the CPU fallback is timed with one call only and marked ``fallback``: its
+figure is the fallback's cost, not the GPU's.  Prints a markdown table, row by row; the ratio is
+ember time / PyTorch time (lower is better) against the issue's bound on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_core import timeit
+
+import ember_core as em
+
+SKIPPED = 77  # automake's "skipped": no CUDA device for ember or PyTorch
+
+
+@dataclass(frozen=True)
+class Side:
+    """One framework on one device: how a host array gets there, its namespace, its synchronize."""
+
+    name: str
+    put: Callable[[np.ndarray, str], Any]  # (host float32 array, dtype name) -> tensor on the device
+    xp: Any
+    sync: Callable[[], object]
+
+
+def ember_side(device: str) -> Side:
+    where = em.as_device(device)
+    sync = functools.partial(where.backend.hooks["ember_synchronize"], where)
+    return Side("ember", lambda a, dtype: em.asarray(a, device=where).astype(getattr(em, dtype), copy=False), em, sync)
+
+
+def torch_side(device: str) -> Side:
+    import torch
+
+    where = torch.device(device)
+    sync = torch.cuda.synchronize if where.type == "cuda" else (lambda: None)
+    return Side("torch", lambda a, dtype: torch.from_numpy(a).to(where, getattr(torch, dtype)), torch, sync)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    unit: str
+    work: float  # seconds -> unit: seconds * work when positive, -work / seconds (a rate) when negative
+    bound: float | None  # issue 25's bound on ember time / PyTorch time
+    shapes: tuple[tuple[int, ...], ...]  # of the random float32 inputs
+    dtype: str
+    op: Callable[..., Any]  # op(xp, *inputs)
+
+
+@dataclass
+class Row:
+    case: str
+    unit: str
+    ember: float
+    torch: float
+    ratio: float  # ember time / PyTorch time
+    bound: float | None
+    ember_ran: str  # "native", or "composite" / "fallback" when any part of it did
+
+
+def cases(sizes: list[int], matmul: int) -> list[Case]:
+    out = [Case("a + b, 16 float32 (host time per op)", "us", 1e6, None, ((16,), (16,)), "float32",
+                lambda xp, a, b: a + b)]
+    for n in sizes:
+        label, nbytes = _label(n), 4 * n
+        out += [
+            Case(f"add, {label} float32", "TB/s", -3 * nbytes / 1e12, 1 / 0.95, ((n,), (n,)), "float32",
+                 lambda xp, a, b: a + b),
+            Case(f"multiply, {label} float32", "TB/s", -3 * nbytes / 1e12, 1 / 0.95, ((n,), (n,)), "float32",
+                 lambda xp, a, b: a * b),
+            Case(f"exp, {label} float32", "TB/s", -2 * nbytes / 1e12, 1 / 0.95, ((n,),), "float32",
+                 lambda xp, a: xp.exp(a)),
+            Case(f"sum, {label} float32", "TB/s", -nbytes / 1e12, 1 / 0.9, ((n,),), "float32",
+                 lambda xp, a: xp.sum(a)),
+        ]
+    for dtype, note in (("float32", " (TF32 off)"), ("bfloat16", ""), ("float16", "")):
+        out.append(Case(f"matmul {matmul}^3 {dtype}{note}", "TFLOP/s", -2 * matmul**3 / 1e12, 1 / 0.97,
+                        ((matmul, matmul), (matmul, matmul)), dtype, lambda xp, a, b: a @ b))
+    return out
+
+
+def _label(n: int) -> str:
+    return f"{n >> 20}M" if n % (1 << 20) == 0 else str(n)
+
+
+@functools.lru_cache(maxsize=2)  # the cases of one size share their inputs
+def _random(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).random(shape, dtype=np.float32)
+
+
+def how_ember_ran(call: Callable[[], object]) -> str:
+    """"native" if every op of ``call`` ran on a GPU kernel, else the worst of composite / fallback."""
+    with em.trace_dispatch() as log:
+        call()
+    seen = {how for _, device_type, _, _, how in log.counts if device_type != "cpu"}
+    return next((how for how in ("fallback", "composite") if how in seen), "native")
+
+
+def measure(case: Case, ember: Side, torch: Side, rounds: int, min_time: float = 0.3) -> Row:
+    inputs = [_random(shape, seed) for seed, shape in enumerate(case.shapes)]
+    calls = {}
+    for side in (ember, torch):
+        tensors = [side.put(a, case.dtype) for a in inputs]
+        calls[side.name] = functools.partial(case.op, side.xp, *tensors)
+    ran = how_ember_ran(calls["ember"])
+    budget = {"ember": (min_time, 7) if ran == "native" else (0.0, 1), "torch": (min_time, 7)}
+    times: dict[str, float] = {}
+    for _ in range(rounds if ran == "native" else 1):  # alternate, so that a noisy moment hits both
+        for side in (ember, torch):
+            seconds, repeats = budget[side.name]
+            best = timeit(calls[side.name], min_time=seconds, repeats=repeats, sync=side.sync)
+            times[side.name] = min(times.get(side.name, float("inf")), best)
+    figure = {k: t * case.work if case.work > 0 else -case.work / t for k, t in times.items()}
+    return Row(case.name, case.unit, figure["ember"], figure["torch"], times["ember"] / times["torch"], case.bound,
+               ran)
+
+
+def markdown(row: Row) -> str:
+    verdict = "-" if row.bound is None else f"<= {row.bound:.2f}" + ("" if row.ratio <= row.bound else " MISS")
+    return (f"| {row.case} | {row.unit} | {row.ember:.3g} | {row.torch:.3g} | {row.ratio:.2f} | {verdict} "
+            f"| {row.ember_ran} |")
+
+
+def unavailable() -> str | None:
+    """Why this benchmark cannot run here, or None."""
+    reasons = []
+    try:
+        from ember_cuda import plugin
+    except ImportError as exc:
+        reasons.append(f"ember-cuda is not installed ({exc})")
+    else:
+        if plugin.ember_device_count("cuda") == 0:
+            reasons.append(f"ember has no CUDA device: {plugin.ember_device_unavailable_reason('cuda')}")
+    try:
+        import torch
+    except ImportError:
+        reasons.append("PyTorch is not installed")
+    else:
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+            reasons.append(f"PyTorch {torch.__version__} ({build}) sees no CUDA device")
+    return "; ".join(reasons) or None
+
+
+def _size(text: str) -> int:
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating measurement rounds per case (default 3)")
+    parser.add_argument("--sizes", type=lambda s: [_size(x) for x in s.split(",")], default=[16 << 20, 256 << 20],
+                        help="elements of the elementwise and sum cases (default 16M,256M)")
+    parser.add_argument("--matmul-size", type=int, default=4096, help="n of the n^3 matmuls (default 4096)")
+    parser.add_argument("--json", type=Path, help="also write the rows here, as JSON (rewritten after each row)")
+    args = parser.parse_args(argv)
+    why = unavailable()
+    if why is not None:
+        print(f"bench_cuda: skipped: {why}")
+        return SKIPPED
+    import torch
+
+    torch.set_float32_matmul_precision("highest")  # TF32 off, PyTorch's default
+    device = em.as_device("cuda:0")
+    props = device.backend.hooks["ember_device_properties"](device)
+    tf32 = props.get("tf32", "no switch: ember-cuda's float32 matmul does not use TF32")
+    header = {"gpu": props["name"], "driver": props["driver"], "torch": torch.__version__, "ember_tf32": tf32}
+    print(", ".join(f"{k}={v}" for k, v in header.items()), flush=True)
+    print("| case | unit | ember | PyTorch | ember/PyTorch time | issue 25 | ember ran |", flush=True)
+    print("|---|---|---|---|---|---|---|", flush=True)
+    ember, theirs, rows = ember_side("cuda:0"), torch_side("cuda:0"), []
+    for case in cases(args.sizes, args.matmul_size):
+        rows.append(measure(case, ember, theirs, args.rounds))
+        print(markdown(rows[-1]), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({**header, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
+    native = [r for r in rows if r.ember_ran == "native"]
+    met = sum(r.bound is not None and r.ratio <= r.bound for r in native)
+    print(f"bench_cuda: {len(rows)} cases on {props['name']}: {len(native)} native ({met} within issue 25's bound), "
+          f"{len(rows) - len(native)} through the CPU fallback or composites")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
