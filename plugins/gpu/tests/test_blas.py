@@ -311,9 +311,14 @@ def test_launch_blocking_waits_for_the_gemm(gemm, fake, device):
     assert fake.count("stream_synchronize") == before + 1
 
 
-def test_the_kernel_table(gemm):
-    assert gemm.kernels() == {"matmul": gemm.matmul}
-    assert set(blas.DTYPES) == {d.name for d in DTYPES} == set(TEST_BLAS.data_types)
+def test_the_op_layers_entry_is_the_runtimes_one_blas(runtime):
+    from types import SimpleNamespace
+
+    [(op, (kernel, dtypes))] = blas.kernels(SimpleNamespace(runtime=runtime)).items()
+    assert op == "matmul" and kernel == blas.blas_for(runtime).matmul and blas.blas_for(runtime) is kernel.__self__
+    assert dtypes == {d.name for d in DTYPES} == set(TEST_BLAS.data_types)
+    [(_, (reader, _))] = blas.kernels(SimpleNamespace(runtime=None)).items()  # a table to read: nothing opened
+    assert reader.__self__.runtime is None
 
 
 # ---- finding the library -------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import ctypes
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -331,10 +332,6 @@ class Blas:
                                                                                       .workspace_bytes))
             return found[1]
 
-    def kernels(self) -> dict[str, Callable[..., Any]]:
-        """The op-layer entries this module serves (claim them for ``DTYPES``)."""
-        return {"matmul": self.matmul}
-
     def matmul(self, out: Any, a: Any, b: Any) -> Any:
         """``out (..., M, N) = a (..., M, K) @ b (..., K, N)`` (batch dims equal, stride 0 where the
         core broadcast them) as one strided-batched GEMM; NotImplemented for other layouts."""
@@ -371,6 +368,25 @@ class Blas:
                      compute_type, table.default_algo)
         if device.launch_blocking:
             device.synchronize()
+
+
+_BLAS: weakref.WeakKeyDictionary[Any, Blas] = weakref.WeakKeyDictionary()
+
+
+def blas_for(runtime: Any) -> Blas:
+    """The one Blas of ``runtime``: what the op layer's matmul runs on and what a test resets to a
+    fake (``blas_for(runtime).reset(opener=FakeBlas(fake_gpu).open)``)."""
+    found = _BLAS.get(runtime)
+    if found is None:
+        found = _BLAS[runtime] = Blas(runtime)
+    return found
+
+
+def kernels(layer: Any) -> dict[str, tuple[Callable[..., Any], frozenset[str]]]:
+    """The op layer's family entry (``ember_gpu.ops.FAMILIES``): matmul for every floating dtype,
+    on the Blas of the layer's runtime (a layer without one only reads the table)."""
+    gemm = Blas(None) if layer.runtime is None else blas_for(layer.runtime)
+    return {"matmul": (gemm.matmul, frozenset(DTYPES))}
 
 
 def _still_open(device: Any) -> bool:

@@ -105,7 +105,9 @@ class GpuPlugin:
 
     @hookimpl
     def ember_device_properties(self, device: Any) -> Mapping[str, Any]:
-        return self._device(device).properties()
+        from ember_gpu.blas import tf32_enabled
+
+        return {**self._device(device).properties(), "tf32": tf32_enabled()}  # (float32 matmul's setting)
 
     @hookimpl
     def ember_synchronize(self, device: Any) -> None:
