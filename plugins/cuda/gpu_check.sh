@@ -4,7 +4,7 @@
 #   bash plugins/cuda/gpu_check.sh [OUT]        (OUT: default $OUT when set, else ./gpu-check-out)
 #
 # Runs these parts in order, each under its own timeout (`timeout` stops a part with every process
-# it started), none stopping the next: the smoke test (gpu_smoke.py), ember-cuda's tests, conformance
+# it started), none stopping the next: the smoke test (gpu_smoke.py), ember-cuda's GPU tests, conformance
 # levels 0-2 on cuda, bench_cuda.py, then the 16-core host's CPU benchmarks (bench_core.py and
 # bench_train.py with --threads = the cores) and ember-vulkan on the same GPU (conformance levels
 # 0-2, bench_vulkan.py).  Writes OUT/summary.md (one row per part: status, seconds, the last line
@@ -81,7 +81,8 @@ part() {
 
 jobs=$((cores > 2 ? cores / 2 : 1))
 part smoke 90 "$py" plugins/cuda/gpu_smoke.py
-part pytest 150 "$py" -m pytest -q -p no:cacheprovider --junitxml="$work/pytest.xml" plugins/cuda/tests
+part pytest 150 "$py" -m pytest -q -p no:cacheprovider -m "not no_device" --junitxml="$work/pytest.xml" \
+  plugins/cuda/tests  # the tests that need no device ran on CI: no GPU minutes for them
 part conformance-cuda 180 "$py" -m ember_conformance run --device cuda --level 2 --jobs "$jobs" --no-progress \
   --out "$work/conformance-cuda"
 part bench-cuda 150 "$py" bench/bench_cuda.py --json "$work/bench_cuda.json"
