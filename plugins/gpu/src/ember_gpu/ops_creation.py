@@ -46,15 +46,13 @@ def fill_words(dtype: dtypes.DType, value: Any) -> tuple[int, int]:
         data = bytes([int(value) != 0])
     elif dtype.kind in "iu":
         data = int(value).to_bytes(dtype.itemsize, "little", signed=dtype.kind == "i")
-    elif dtype.kind == "c":
-        data = np.array(complex(value), dtype.numpy).tobytes()
     else:
-        real = value.real if isinstance(value, complex) else float(value)
+        value = complex(value) if dtype.kind == "c" else complex(value).real
         if dtype.numpy is None:  # bfloat16
-            data = bfloat16_bits(real).to_bytes(2, "little")
+            data = bfloat16_bits(value).to_bytes(2, "little")
         else:
-            with np.errstate(over="ignore"):
-                data = np.array(real, dtype.numpy).tobytes()
+            with np.errstate(over="ignore"):  # beyond the dtype's range: infinity, as ember-cpu stores it
+                data = np.array(value, dtype.numpy).tobytes()
     return struct.unpack("<2Q", data.ljust(16, b"\0"))
 
 
