@@ -176,11 +176,35 @@ def test_layouts_one_call_cannot_cover_are_declined(gemm, fake, fake_blas, devic
     square = base[:16].reshape(4, 4)
     for view_a in (square[::-1], base[:32].reshape(4, 8)[:, ::2]):  # a negative stride, no unit stride
         assert _declined(gemm, fake, device, view_a, base, square, base) is NotImplemented
-    # batch dims that do not coalesce: (2, 3) entries of a (2, 4) grid of matrices
-    grid = base.reshape(2, 4, 2, 3)[:, :3]
-    other = np.arange(2 * 3 * 3 * 2.0)
-    assert _declined(gemm, fake, device, grid, base, other.reshape(2, 3, 3, 2), other) is NotImplemented
+    # batch dims that coalesce only into more than MAX_CALLS calls: (17, 2) entries of a (17, 3) grid
+    grid = np.arange(17 * 3 * 4.0)
+    other = np.arange(17 * 2 * 4.0)
+    assert _declined(gemm, fake, device, grid.reshape(17, 3, 2, 2)[:, :2], grid, other.reshape(17, 2, 2, 2),
+                     other) is NotImplemented
     assert fake_blas.gemms == []
+
+
+def test_batch_dims_that_do_not_coalesce_are_one_call_per_outer_entry(gemm, fake, fake_blas, device):
+    rng = np.random.default_rng(4)
+    grid, other = _values(rng, 2 * 4 * 6, dt.float32), _values(rng, 2 * 3 * 12, dt.float32)
+    view_a = grid.reshape(2, 4, 2, 3)[:, :3]  # (2, 3) entries of a (2, 4) grid of matrices
+    view_b = other.reshape(2, 3, 3, 4)
+    a = _operand(fake, device, view_a, grid, dt.float32)
+    b = _operand(fake, device, view_b, other, dt.float32)
+    out = _out(device, (2, 3, 2, 4), dt.float32)
+    assert gemm.matmul(out, a, b) is not NotImplemented
+    np.testing.assert_array_equal(_read(fake, out), view_a @ view_b)
+    assert [(call.batch, call.c - out.handle.pointer) for call in fake_blas.gemms] == [(3, 0), (3, 3 * 8 * 4)]
+    # broadcast on both sides, as the core passes (2, 1, ...) @ (5, ...): a strides (3, 0), b (0, 6)
+    fake_blas.gemms.clear()
+    base_a, base_b = _values(rng, 2 * 6, dt.float32), _values(rng, 5 * 6, dt.float32)
+    view_a = np.broadcast_to(base_a.reshape(2, 1, 3, 2), (2, 5, 3, 2))
+    view_b = np.broadcast_to(base_b.reshape(1, 5, 2, 3), (2, 5, 2, 3))
+    out = _out(device, (2, 5, 3, 3), dt.float32)
+    assert gemm.matmul(out, _operand(fake, device, view_a, base_a, dt.float32),
+                       _operand(fake, device, view_b, base_b, dt.float32)) is not NotImplemented
+    np.testing.assert_array_equal(_read(fake, out), view_a @ view_b)
+    assert len(fake_blas.gemms) == 2
 
 
 def test_an_empty_sum_is_zeros_and_an_empty_result_is_nothing(gemm, fake, fake_blas, device):

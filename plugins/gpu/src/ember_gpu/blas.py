@@ -21,6 +21,8 @@ its device properties (so conformance reports state it).
 from __future__ import annotations
 
 import ctypes
+import itertools
+import math
 import os
 import sys
 import threading
@@ -189,9 +191,10 @@ def open_blas(vendor: Vendor) -> BlasLibrary:
 
 @dataclass(frozen=True)
 class Gemm:
-    """One strided-batched GEMM in the library's column-major terms, for row-major ``out = a @ b``:
+    """Strided-batched GEMMs in the library's column-major terms, for row-major ``out = a @ b``:
     column-major, that is ``out^T = b^T a^T``, so the library's A is ember's b (m = N columns of out)
-    and its B is ember's a (n = M rows); offsets and strides in elements."""
+    and its B is ember's a (n = M rows); one call per entry of ``offsets`` (the element offsets of
+    out, a and b where it starts: batch dims that do not coalesce into one); strides in elements."""
 
     trans_a: str
     trans_b: str
@@ -205,6 +208,7 @@ class Gemm:
     ldc: int
     stride_c: int
     batch: int
+    offsets: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
 
 
 def _column_major(rows: int, cols: int, row_stride: int, col_stride: int) -> tuple[str, int] | None:
@@ -223,10 +227,13 @@ def _column_major(rows: int, cols: int, row_stride: int, col_stride: int) -> tup
     return None
 
 
+MAX_CALLS = 16  # beyond this many calls for one matmul, copying an operand is the cheaper way
+
+
 def plan_gemm(out: Any, a: Any, b: Any) -> Gemm | None:
-    """The one library call for ``out (..., M, N) = a (..., M, K) @ b (..., K, N)``, or None when no
-    single strided-batched call covers these layouts (batch dims that do not coalesce to one stride
-    per operand, or an operand without a unit stride in its last two dims)."""
+    """The library calls for ``out (..., M, N) = a (..., M, K) @ b (..., K, N)``: one strided-batched
+    call over the batch dims that coalesce, one per entry of the outer ones; None when an operand has
+    no unit stride in its last two dims, or more than MAX_CALLS calls would be needed."""
     m, n, k = out.shape[-2], out.shape[-1], a.shape[-1]
     c_layout = _column_major(m, n, *out.strides[-2:])
     a_layout = _column_major(m, k, *a.strides[-2:])
@@ -234,14 +241,19 @@ def plan_gemm(out: Any, a: Any, b: Any) -> Gemm | None:
     if c_layout is None or c_layout[0] != "n" or a_layout is None or b_layout is None:
         return None
     batch_shape, batch_strides = coalesce(out.shape[:-2], out.strides[:-2], a.strides[:-2], b.strides[:-2])
-    if len(batch_shape) > 1:
+    if not batch_shape:
+        batch_shape, batch_strides = [1], [[0], [0], [0]]
+    outer = batch_shape[:-1]
+    if math.prod(outer) > MAX_CALLS:
         return None
-    batch = batch_shape[0] if batch_shape else 1
-    stride_c, stride_a, stride_b = (s[0] for s in batch_strides) if batch_shape else (0, 0, 0)
+    stride_c, stride_a, stride_b = (st[-1] for st in batch_strides)
     if stride_c < 0 or stride_a < 0 or stride_b < 0:
         return None
+    offsets = tuple(tuple(sum(i * step for i, step in zip(at, st)) for st in batch_strides)
+                    for at in itertools.product(*map(range, outer)))
     return Gemm(trans_a=b_layout[0], trans_b=a_layout[0], m=n, n=m, k=k, lda=b_layout[1], stride_a=stride_b,
-                ldb=a_layout[1], stride_b=stride_a, ldc=c_layout[1], stride_c=stride_c, batch=batch)
+                ldb=a_layout[1], stride_b=stride_a, ldc=c_layout[1], stride_c=stride_c, batch=batch_shape[-1],
+                offsets=offsets)
 
 
 # ---- handles and the kernel ------------------------------------------------------------------------
@@ -334,7 +346,8 @@ class Blas:
 
     def matmul(self, out: Any, a: Any, b: Any) -> Any:
         """``out (..., M, N) = a (..., M, K) @ b (..., K, N)`` (batch dims equal, stride 0 where the
-        core broadcast them) as one strided-batched GEMM; NotImplemented for other layouts."""
+        core broadcast them) as strided-batched GEMMs: one, or one per entry of the batch dims that do
+        not coalesce (up to MAX_CALLS); NotImplemented for other layouts."""
         device = self.runtime.device(out.device.index)
         if 0 in out.shape:
             return None
@@ -350,7 +363,7 @@ class Blas:
         return None
 
     def gemm(self, device: Any, gemm: Gemm, out: Any, a: Any, b: Any) -> None:
-        """Queue one planned GEMM on ``device``'s stream (operands validated first)."""
+        """Queue the planned GEMMs on ``device``'s stream (operands validated first)."""
         dtype = out.dtype.name
         library = self.library()
         table = library.table
@@ -362,10 +375,12 @@ class Blas:
         handle = self.handle(device)
         device.runtime.make_current(device)
         op = table.operations
-        library.call("gemm_strided_batched", handle.pointer, op[gemm.trans_a], op[gemm.trans_b], gemm.m, gemm.n,
-                     gemm.k, library.one[scalars], pb, data_type, gemm.lda, gemm.stride_a, pa, data_type, gemm.ldb,
-                     gemm.stride_b, library.zero[scalars], c, data_type, gemm.ldc, gemm.stride_c, gemm.batch,
-                     compute_type, table.default_algo)
+        size = out.dtype.itemsize
+        for at_c, at_a, at_b in gemm.offsets:
+            library.call("gemm_strided_batched", handle.pointer, op[gemm.trans_a], op[gemm.trans_b], gemm.m, gemm.n,
+                         gemm.k, library.one[scalars], pb + at_b * size, data_type, gemm.lda, gemm.stride_a,
+                         pa + at_a * size, data_type, gemm.ldb, gemm.stride_b, library.zero[scalars], c + at_c * size,
+                         data_type, gemm.ldc, gemm.stride_c, gemm.batch, compute_type, table.default_algo)
         if device.launch_blocking:
             device.synchronize()
 
