@@ -7,11 +7,11 @@ import dataclasses
 import os
 
 import pytest
-from testgpu_vendor import TEST_VENDOR
 from ember_gpu.driver import SIGNATURES, DriverUnavailable, cdef_for, open_driver
 from ember_gpu.errors import DeviceLostError, DriverError, GpuError, GpuOutOfMemoryError
 from ember_gpu.fake import FakeGpu
 from ember_gpu.runtime import Runtime
+from testgpu_vendor import TEST_VENDOR
 
 from ember_core.errors import BackendUnavailableError, EmberError
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from testgpu_vendor import TEST_VENDOR
 from ember_gpu import abi
 from ember_gpu.errors import DeviceLostError, DriverError, KernelImageError
 from ember_gpu.launch import Kernel
+from testgpu_vendor import TEST_VENDOR
 
 from ember_core.errors import KernelError
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from testgpu_vendor import TEST_VENDOR
 from ember_gpu.errors import DeviceLostError, GpuOutOfMemoryError
 from ember_gpu.memory import DeviceMemory
+from testgpu_vendor import TEST_VENDOR
 
 
 def test_the_device_opens_its_primary_context_and_one_non_blocking_stream(fake, device):
