@@ -34,6 +34,7 @@ class Operand:
     handle: Any
     device: Any
     is_contiguous: bool
+    _native: Any = None  # (where a GPU plugin keeps what it derives from a tensor's layout)
 
 
 @dataclass

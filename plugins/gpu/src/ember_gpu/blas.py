@@ -228,6 +228,8 @@ def _column_major(rows: int, cols: int, row_stride: int, col_stride: int) -> tup
 
 
 MAX_CALLS = 16  # beyond this many calls for one matmul, copying an operand is the cheaper way
+_PLANS_KEPT = 4096  # layouts whose plans a Blas keeps (forgotten all at once when full)
+_UNPLANNED = object()
 
 
 def plan_gemm(out: Any, a: Any, b: Any) -> Gemm | None:
@@ -279,12 +281,11 @@ class Handle:
 
     def close(self) -> None:
         device, pointer = self.device, self.__dict__.pop("pointer", None)
-        if pointer is None or not _still_open(device):
-            return
-        try:
-            device.runtime.make_current(device)
-            self.library.fn["destroy"](pointer)
-        except Exception:  # a finalizer must not raise (the driver may be shutting down)
+        try:  # (a finalizer must not raise: the driver or the interpreter may be shutting down)
+            if pointer is not None and _still_open(device):
+                device.runtime.make_current(device)
+                self.library.fn["destroy"](pointer)
+        except Exception:
             pass
 
     __del__ = close
@@ -302,6 +303,7 @@ class Blas:
         self._unavailable: BlasUnavailableError | None = None
         self._thread = threading.local()  # .handles: {device index: Handle}
         self._workspaces: dict[int, tuple[Any, Any]] = {}  # device index -> (device, DeviceMemory)
+        self._plans: dict[tuple[Any, ...], Gemm | None] = {}  # by layout: planning costs more than the call
 
     def reset(self, opener: Callable[[Vendor], BlasLibrary] | None = None) -> None:
         """Forget the library, handles and workspaces; open the next library with ``opener`` (tests: a fake)."""
@@ -356,7 +358,12 @@ class Blas:
                 return NotImplemented
             device.call("memset_d8_async", _address(device, out), 0, _nbytes(out), device.stream)
             return None
-        gemm = plan_gemm(out, a, b)
+        key = (out.shape, a.shape[-1], out.strides, a.strides, b.strides)
+        gemm = self._plans.get(key, _UNPLANNED)
+        if gemm is _UNPLANNED:
+            if len(self._plans) >= _PLANS_KEPT:
+                self._plans.clear()
+            gemm = self._plans[key] = plan_gemm(out, a, b)
         if gemm is None:
             return NotImplemented  # the one place a contiguous copy of a or b would make this layout fit
         self.gemm(device, gemm, out, a, b)
@@ -411,15 +418,21 @@ def _still_open(device: Any) -> bool:
 
 def _address(device: Any, t: Any) -> int:
     """The device address of ``t``'s first element, after checking that its handle is a live
-    allocation of ``device`` and that its view lies inside it (a bad one would corrupt memory)."""
+    allocation of ``device`` and that its view lies inside it (a bad one would corrupt memory).  The
+    view is checked once per tensor (its layout never changes): the address is kept in ``t._native``,
+    as ember_gpu.ops keeps it."""
     handle = t.handle
+    found = t._native
+    if handle in device.memory.live and found is not None:
+        return found
     lo, hi = span(t.shape, t.strides, t.offset)
     itemsize = t.dtype.itemsize
     if handle not in device.memory.live or lo < 0 or (hi + 1) * itemsize > handle.nbytes:
         raise KernelError(f"{device.vendor.package}: matmul got a {t.dtype.name} operand of shape {t.shape} "
                           f"(strides {t.strides}, offset {t.offset}) that is not inside a live allocation of "
                           f"{device} (a bug in the op layer)")
-    return handle.pointer + t.offset * itemsize
+    found = t._native = handle.pointer + t.offset * itemsize
+    return found
 
 
 def _nbytes(t: Any) -> int:
