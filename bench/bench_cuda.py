@@ -7,9 +7,9 @@ Run: ``python bench/bench_cuda.py [--rounds R] [--sizes 16M,256M] [--matmul-size
 Every case runs in batches of calls that end with the framework's synchronize (bench_core.timeit),
 so a figure counts the device's work, not only the queueing; best of 7 batches, in alternating
 rounds.  Bandwidth counts the bytes read plus written, matmul 2 n^3 flops; ``a + b`` on 16
-elements is the host time per op (launch-bound).  float32 matmul is compared with TF32 off:
-PyTorch at ``set_float32_matmul_precision("highest")``, ember as its device properties' ``tf32``
-says (before ember-cuda's matmul is on cuBLAS it has no TF32 at all).  An ember case that runs,
+elements is the host time per op (launch-bound).  float32 matmul is compared with TF32 off on
+both sides, whatever the environment says: PyTorch at ``set_float32_matmul_precision("highest")``,
+ember at ``ember_gpu.blas.set_tf32(False)``.  An ember case that runs,
 even partly, through the CPU fallback is timed with one call only and marked ``fallback``: its
 figure is the fallback's cost, not the GPU's.  Prints a markdown table, row by row; the ratio is
 ember time / PyTorch time (lower is better) against the issue's bound on it.
@@ -143,6 +143,26 @@ def markdown(row: Row) -> str:
             f"| {row.ember_ran} |")
 
 
+def run(todo: list[Case], ember: Side, torch: Side, rounds: int, header: dict[str, Any], json_path: Path | None,
+        min_time: float = 0.3) -> list[Row]:
+    """Measure every case, printing the markdown table row by row (and rewriting json_path after
+    each), so that what a timeout cuts short still leaves the rows measured before it."""
+    print(", ".join(f"{k}={v}" for k, v in header.items()), flush=True)
+    print("| case | unit | ember | PyTorch | ember/PyTorch time | issue 25 | ember ran |", flush=True)
+    print("|---|---|---|---|---|---|---|", flush=True)
+    rows: list[Row] = []
+    for case in todo:
+        rows.append(measure(case, ember, torch, rounds, min_time))
+        print(markdown(rows[-1]), flush=True)
+        if json_path is not None:
+            json_path.write_text(json.dumps({**header, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
+    native = [r for r in rows if r.ember_ran == "native"]
+    met = sum(r.bound is not None and r.ratio <= r.bound for r in native)
+    print(f"bench_cuda: {len(rows)} cases on {header['gpu']}: {len(native)} native ({met} within issue 25's "
+          f"bound), {len(rows) - len(native)} through the CPU fallback or composites")
+    return rows
+
+
 def unavailable() -> str | None:
     """Why this benchmark cannot run here, or None."""
     reasons = []
@@ -182,25 +202,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_cuda: skipped: {why}")
         return SKIPPED
     import torch
+    from ember_gpu.blas import set_tf32
 
-    torch.set_float32_matmul_precision("highest")  # TF32 off, PyTorch's default
+    torch.set_float32_matmul_precision("highest")  # TF32 off: the defaults, unless the environment changed them
+    set_tf32(False)
     device = em.as_device("cuda:0")
     props = device.backend.hooks["ember_device_properties"](device)
-    tf32 = props.get("tf32", "no switch: ember-cuda's float32 matmul does not use TF32")
-    header = {"gpu": props["name"], "driver": props["driver"], "torch": torch.__version__, "ember_tf32": tf32}
-    print(", ".join(f"{k}={v}" for k, v in header.items()), flush=True)
-    print("| case | unit | ember | PyTorch | ember/PyTorch time | issue 25 | ember ran |", flush=True)
-    print("|---|---|---|---|---|---|---|", flush=True)
-    ember, theirs, rows = ember_side("cuda:0"), torch_side("cuda:0"), []
-    for case in cases(args.sizes, args.matmul_size):
-        rows.append(measure(case, ember, theirs, args.rounds))
-        print(markdown(rows[-1]), flush=True)
-        if args.json:
-            args.json.write_text(json.dumps({**header, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
-    native = [r for r in rows if r.ember_ran == "native"]
-    met = sum(r.bound is not None and r.ratio <= r.bound for r in native)
-    print(f"bench_cuda: {len(rows)} cases on {props['name']}: {len(native)} native ({met} within issue 25's bound), "
-          f"{len(rows) - len(native)} through the CPU fallback or composites")
+    header = {"gpu": props["name"], "driver": props["driver"], "torch": torch.__version__, "ember_tf32": props["tf32"]}
+    run(cases(args.sizes, args.matmul_size), ember_side("cuda:0"), torch_side("cuda:0"), args.rounds, header,
+        args.json)
     return 0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import struct
 import subprocess
@@ -98,13 +99,39 @@ def test_the_smoke_test_reports_every_check_and_fails_when_one_does(fake_cuda, s
     assert lines[2].startswith("ok   devices: cuda:0") and lines[3] == "gpu_smoke: 1 ok, 1 failed, 1 skipped"
 
 
-def test_bench_cuda_measures_ember_on_the_fake_against_pytorch(fake_cuda, monkeypatch):
+@pytest.fixture
+def bench(monkeypatch):
     pytest.importorskip("torch")
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
-    bench = importlib.import_module("bench_cuda")
-    ember, torch = bench.ember_side("cuda:0"), bench.torch_side("cpu")
-    for case in bench.cases([1 << 12], 16):
-        row = bench.measure(case, ember, torch, rounds=1, min_time=0.001)
+    return importlib.import_module("bench_cuda")
+
+
+def test_bench_cuda_measures_ember_on_the_fake_against_pytorch(fake_cuda, bench, tmp_path, capsys):
+    todo = bench.cases([1 << 12], 16)
+    header = {"gpu": "NVIDIA Fake H200", "ember_tf32": False}
+    rows = bench.run(todo, bench.ember_side("cuda:0"), bench.torch_side("cpu"), 1, header, tmp_path / "rows.json",
+                     min_time=0.001)
+    assert [row.case for row in rows] == [case.name for case in todo]
+    for row in rows:
         assert row.ember > 0 and row.torch > 0 and row.ratio > 0
         assert row.ember_ran in {"native", "composite", "fallback"}
-        assert bench.markdown(row).count("|") == 8
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "gpu=NVIDIA Fake H200, ember_tf32=False" and printed[1].startswith("| case | unit | ember |")
+    assert [line.count("|") for line in printed[2:-1]] == [8] * (len(todo) + 1)
+    assert printed[-1].startswith(f"bench_cuda: {len(todo)} cases on NVIDIA Fake H200: ")
+    saved = json.loads((tmp_path / "rows.json").read_text())
+    assert saved["gpu"] == "NVIDIA Fake H200" and [r["case"] for r in saved["rows"]] == [c.name for c in todo]
+
+
+def test_bench_cuda_turns_tf32_off_and_passes_its_options_on(fake_cuda, bench, monkeypatch, tmp_path):
+    from ember_gpu import blas
+
+    monkeypatch.setattr(blas, "_tf32", True)  # as EMBER_ALLOW_TF32=1 would
+    monkeypatch.setattr(bench, "unavailable", lambda: None)  # PyTorch's CUDA: its CPU stands in
+    monkeypatch.setattr(bench, "torch_side", lambda device, side=bench.torch_side: side("cpu"))
+    seen = {}
+    monkeypatch.setattr(bench, "run", lambda todo, ember, torch, rounds, header, json_path: seen.update(locals()))
+    assert bench.main(["--sizes", "4K,1M", "--matmul-size", "64", "--rounds", "2", "--json", str(tmp_path / "j")]) == 0
+    assert seen["header"]["ember_tf32"] is False and seen["header"]["gpu"] == "NVIDIA Fake H200"
+    assert [case.name for case in seen["todo"]][1:9:4] == ["add, 4096 float32", "add, 1M float32"]
+    assert seen["todo"][-1].name == "matmul 64^3 float16" and seen["rounds"] == 2 and seen["json_path"].name == "j"
