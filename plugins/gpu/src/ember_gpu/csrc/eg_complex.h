@@ -299,7 +299,11 @@ static EG_HD EG_INLINE eg_c128 eg_minus_one(eg_c128 z) { return eg_cmplx(z.re - 
 static EG_HD EG_INLINE eg_c128 eg_times_i(eg_c128 z) { return eg_cmplx(-z.im, z.re); }
 static EG_HD EG_INLINE eg_c128 eg_times_minus_i(eg_c128 z) { return eg_cmplx(z.im, -z.re); }
 
-static EG_HD EG_INLINE eg_c128 eg_csin(eg_c128 z) { return eg_times_minus_i(eg_csinh(eg_times_i(z))); }
+static EG_HD EG_INLINE eg_c128 eg_csin(eg_c128 z)
+{
+    if (eg_isinf(z.im) && !eg_isfinite(z.re)) return eg_cmplx(z.re - z.re, EG_INF);   /* glibc's sign */
+    return eg_times_minus_i(eg_csinh(eg_times_i(z)));
+}
 static EG_HD EG_INLINE eg_c128 eg_ccos(eg_c128 z) { return eg_ccosh(eg_times_i(z)); }
 static EG_HD EG_INLINE eg_c128 eg_ctan(eg_c128 z) { return eg_times_minus_i(eg_ctanh(eg_times_i(z))); }
 
