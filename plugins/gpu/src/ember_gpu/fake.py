@@ -21,7 +21,8 @@ emulated grid), device memory is then real host memory (an allocation's address 
 pointer, so kernels dereference it), and a launch of a kernel in their index calls its
 ``<kernel>_host(args, grid, block)`` with the launch's argument bytes.  Every allocation keeps a
 guard of ``_GRANULE`` bytes on each side; a launch that wrote into the guards of an operand its
-arguments name fails as an illegal address would (the context is poisoned).
+arguments name fails as an illegal address would (the context is poisoned).  Overruns past the
+guard are not caught (they corrupt host memory, as they would another allocation on a GPU).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import json
+import math
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
@@ -134,30 +135,33 @@ class OpLayer:
         ops = self.device_ops(out)
         tensors = (out, *inputs)
         pointers = [self.address(ops, t) for t in tensors]
-        shape, strides = coalesce(out._shape, *[t._strides for t in tensors])
-        scalars = _flat_scalars(strides) if len(shape) < 2 else None
-        if scalars is not None:
-            vector = max(1, VECTOR_BYTES // max(t._dtype.itemsize for t in tensors))
-            kernel = self.kernel(ops, names[0] if n <= abi.INDEX32_MAX else names[1])
-            kernel(ops.grid(-(-n // vector)), (abi.BLOCK, 1, 1),
-                   {"out": pointers[0], "in": pointers[1:], "n": n, "scalar_inputs": scalars})
-            return
-        split = max(0, len(shape) - abi.MAX_DIMS)  # leading dims walked here, one launch each
+        scalars = _contiguous_scalars(out, inputs)
+        if scalars is None:  # not the common case: merged dims may still be flat
+            shape, strides = coalesce(out._shape, *[t._strides for t in tensors])
+            scalars = _flat_scalars(strides) if len(shape) < 2 else None
+            if scalars is None:
+                self._strided(ops, names, tensors, pointers, shape, strides)
+                return
+        vector = max(1, VECTOR_BYTES // max(t._dtype.itemsize for t in tensors))
+        kernel = self.kernel(ops, names[0] if n <= abi.INDEX32_MAX else names[1])
+        kernel(ops.grid(-(-n // vector)), (abi.BLOCK, 1, 1),
+               {"out": pointers[0], "in": pointers[1:], "n": n, "scalar_inputs": scalars})
+
+    def _strided(self, ops: DeviceOps, names: tuple[str, str, str, str], tensors: tuple[Any, ...],
+                 pointers: list[int], shape: list[int], strides: list[list[int]]) -> None:
+        """The strided launches of a coalesced layout: one, or one per index of the leading dims
+        past EG_MAX_DIMS (pointers advanced to it)."""
+        split = max(0, len(shape) - abi.MAX_DIMS)
         inner = shape[split:]
         inner_strides = [st[split:] for st in strides]
-        count = 1
-        for size in inner:
-            count *= size
+        count = math.prod(inner)
         narrow = count <= abi.INDEX32_MAX and all(
             sum((size - 1) * abs(step) for size, step in zip(inner, st)) <= abi.INDEX32_MAX for st in inner_strides)
         kernel = self.kernel(ops, names[2] if narrow else names[3])
         grid = ops.grid(count)
         layout = {"shape": inner, "strides": inner_strides, "ndim": len(inner)}
-        if not split:
-            kernel(grid, (abi.BLOCK, 1, 1), {"out": pointers[0], "in": pointers[1:], "n": count, "layout": layout})
-            return
         itemsizes = [t._dtype.itemsize for t in tensors]
-        for at in itertools.product(*[range(size) for size in shape[:split]]):
+        for at in itertools.product(*[range(size) for size in shape[:split]]):  # () once when nothing is split
             moved = [p + sum(i * step for i, step in zip(at, st)) * size
                      for p, st, size in zip(pointers, strides, itemsizes)]
             kernel(grid, (abi.BLOCK, 1, 1), {"out": moved[0], "in": moved[1:], "n": count, "layout": layout})
@@ -168,6 +172,20 @@ class OpLayer:
             raise KernelError(f"{self.package}: this kernel writes a contiguous output, got strides {out._strides} "
                               f"(a bug in the caller)")
         return self.address(ops, out)
+
+
+def _contiguous_scalars(out: Any, inputs: tuple[Any, ...]) -> int | None:
+    """The scalar_inputs bits when out is contiguous and each input is either contiguous (with
+    out's shape, as the core broadcasts it) or one element broadcast (every stride 0), else None."""
+    if not out._contig:
+        return None
+    scalars = 0
+    for j, t in enumerate(inputs):
+        if not t._contig:
+            if any(t._strides):
+                return None
+            scalars |= 1 << j
+    return scalars
 
 
 def _flat_scalars(strides: list[list[int]]) -> int | None:
