@@ -129,3 +129,16 @@ def test_an_overrun_into_the_guard_loses_the_device(host_device) -> None:
     with pytest.raises(DeviceLostError):
         fill((1, 1, 1), (32, 1, 1), {"out": x.pointer, "n": 5, "value": (7, 0)})  # one element past the end
     assert not device.usable
+
+
+def test_the_fake_driver_switch_opens_the_fake_with_host_kernels(host_kernels, monkeypatch) -> None:
+    from ember_gpu.fake import FakeGpu
+    from ember_gpu.plugin import FAKE_DRIVER_ENV, open_driver_or_fake
+
+    monkeypatch.setenv(FAKE_DRIVER_ENV, str(host_kernels))
+    driver = open_driver_or_fake(TEST_VENDOR)
+    fake = driver.lib._fake
+    assert isinstance(fake, FakeGpu) and len(fake.devices) == 2 and fake.host_kernels is not None
+    monkeypatch.delenv(FAKE_DRIVER_ENV)
+    with pytest.raises(Exception, match="could not be loaded"):  # the real (absent) driver again
+        open_driver_or_fake(TEST_VENDOR)
