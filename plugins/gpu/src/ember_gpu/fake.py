@@ -18,11 +18,12 @@ demand:
 ``FakeGpu(vendor, host_kernels=<dir>)`` runs the real kernels: ``<dir>`` holds the host libraries
 of ``ember_gpu.build.build_host_libraries`` (the very kernel sources, compiled by g++ with an
 emulated grid), device memory is then real host memory (an allocation's address is a real
-pointer, so kernels dereference it), and a launch of a kernel in their index calls its
-``<kernel>_host(args, grid, block)`` with the launch's argument bytes.  Every allocation keeps a
-guard of ``_GRANULE`` bytes on each side; a launch that wrote into the guards of an operand its
-arguments name fails as an illegal address would (the context is poisoned).  Overruns past the
-guard are not caught (they corrupt host memory, as they would another allocation on a GPU).
+pointer, so kernels dereference it), a launch of a kernel in their index calls its
+``<kernel>_host(args, grid, block)`` with the launch's argument bytes, and a kernel neither there
+nor in ``kernels`` is not found in its module.  Every allocation keeps a guard of ``_GRANULE``
+bytes on each side; a launch that wrote into the guards of an operand its arguments name fails as
+an illegal address would (the context is poisoned).  Overruns past the guard are not caught (they
+corrupt host memory, as they would another allocation on a GPU).
 """
 
 from __future__ import annotations
@@ -507,6 +508,8 @@ class FakeGpu:
             return _INVALID_VALUE
         if self.kernel_names is not None and kernel not in self.kernel_names:
             return _NOT_FOUND
+        if self.host_kernels is not None and kernel not in self.host_kernels.image_of and kernel not in self.kernels:
+            return _NOT_FOUND  # running real kernels, the fake has no other code to run
         function[0] = self._handle("function", kernel)
         return 0
 
