@@ -7,11 +7,12 @@ the kernels in the core's calling convention (docs/writing-a-backend.md, section
 the dtypes it serves, which are exactly those whose kernels the build produced.  The manifest is
 derived from the same table (``manifest_text``), so the two cannot disagree.
 
-Launch selection for the elementwise families (``elementwise``): the dims of all operands are
-merged (``ember_core.views.coalesce``); when every operand is then contiguous, or an input is one
-element read for every output (``scalar_inputs``), the flat kernel runs, else the strided one; the
-32-bit forms when abi.h's conditions hold; a layout of more than ``MAX_DIMS`` dims is split along
-its first dims into several launches; nothing is launched for an empty output.
+Launch selection for the elementwise families (``elementwise``): when every operand is
+contiguous, or an input is one element read for every output (``scalar_inputs``), the flat kernel
+runs (the common case, decided from the tensors' flags alone); otherwise the dims of all operands
+are merged (``ember_core.views.coalesce``) and the flat kernel runs if that made them so, else the
+strided one; the 32-bit forms when abi.h's conditions hold; a layout of more than ``MAX_DIMS`` dims
+is split along its first dims into several launches; nothing is launched for an empty output.
 """
 
 from __future__ import annotations
