@@ -18,6 +18,10 @@
  *   eg_fill_<dtype>_<flat variant>          full
  *   eg_random_<kind>_<dtype>_<flat variant> kind: uniform (real floating), normal (real floating),
  *                                            integers (bool, ints, uint8)
+ *   eg_reduce_<op>_<dtype>                  sum, prod (numeric: x already in the result dtype),
+ *                                            max, min (real and bool), any, all (every dtype; out
+ *                                            bool), argmax, argmin (real and bool; out int64):
+ *                                            one kernel, eg_reduce_args, no variants (below)
  * <dtype> is the Array API name (bool, int8, ..., complex128: never an underscore), <op> the
  * registry's name.  Which op x dtype pairs exist is the registry's `dtypes` for the op; the
  * build's kernels.json lists every kernel and the image (one per source) that holds it.
@@ -43,6 +47,24 @@
  *   The op layer merges dims first (ember_core.views.coalesce); a layout with more than
  *   EG_MAX_DIMS non-mergeable dims is split along its first dim into several launches, each with
  *   its pointers advanced (as ember-cpu splits at EMBER_MAX_NDIM).
+ *
+ * ---- Reductions (eg_reduce_args) -------------------------------------------------------------------
+ *   Block EG_BLOCK threads exactly in the block modes (the tree is the block's), any 1-d grid.
+ *   The result depends on the mode and the shape only, so choose the mode from the shape alone
+ *   (never from the device), e.g.:
+ *     EG_REDUCE_THREAD  n_red <= 64: one thread per output, its row in order; grid ceil(n_out / 256)
+ *     EG_REDUCE_BLOCK   one block per output (grid min(n_out, 65535)): thread t takes elements
+ *                       t, t + 256, ... in order, then the block's 256 accumulators are halved
+ *     EG_REDUCE_PARTS + EG_REDUCE_FINISH   few long rows (n_out < 64 and n_red > 65536): parts =
+ *                       min(1024, ceil(n_red / 65536)) chunks of ceil(n_red / parts) elements per
+ *                       output, one block each, into scratch[o * parts + p]; then a second launch,
+ *                       same args but mode FINISH, one thread per output combines its parts in
+ *                       order.  scratch: n_out * parts accumulators, of gen_reduce.accumulator_size
+ *                       bytes (16 always suffices): sum / prod 4 for integers up to 32 bits, float16,
+ *                       bfloat16 and float32, else the dtype's size; max / min the dtype's (4 for
+ *                       float16 / bfloat16); any / all 1; argmax / argmin 16.
+ *   n_red == 0 writes the identity (sum 0, prod 1, any false, all true).  Argmax / argmin reduce
+ *   the last dim (nred 1, n_red >= 1): the first NaN, else the first extreme, as ember-cpu.
  *
  * ---- Element types --------------------------------------------------------------------------------
  *   dtype codes are ember.h's (EG_BOOL = EMBER_BOOL, ...).  Storage: bool one byte 0/1 (kernels
@@ -124,6 +146,28 @@ typedef struct {
     long long ilow;
     long long ihigh;
 } eg_random_args;
+
+/* reductions and arg-reductions (eg_reduce.h): out[o] = the reduction of x's row o, the trailing
+ * nred dims of x.  x: shape / strides (elements, any sign, 0 for broadcast) of ndim dims, the kept
+ * ones first, in out's C order; out contiguous, n_out elements.  mode: see the comment above. */
+#define EG_REDUCE_THREAD 0
+#define EG_REDUCE_BLOCK 1
+#define EG_REDUCE_PARTS 2
+#define EG_REDUCE_FINISH 3
+typedef struct {
+    void *out;
+    const void *x;
+    void *scratch;                     /* EG_REDUCE_PARTS writes, EG_REDUCE_FINISH reads */
+    long long n_out;                   /* the product of the kept dims (1 when none) */
+    long long n_red;                   /* the product of the reduced dims (>= 0) */
+    long long parts;                   /* EG_REDUCE_PARTS / FINISH: partials per output */
+    long long shape[8];                /* EG_MAX_DIMS */
+    long long strides[8];
+    int ndim;                          /* 1 .. EG_MAX_DIMS */
+    int nred;                          /* 1 .. ndim */
+    int mode;
+    int reserved;
+} eg_reduce_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */
