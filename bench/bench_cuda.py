@@ -146,20 +146,28 @@ def markdown(row: Row) -> str:
 def run(todo: list[Case], ember: Side, torch: Side, rounds: int, header: dict[str, Any], json_path: Path | None,
         min_time: float = 0.3) -> list[Row]:
     """Measure every case, printing the markdown table row by row (and rewriting json_path after
-    each), so that what a timeout cuts short still leaves the rows measured before it."""
+    each), so that what a timeout cuts short still leaves the rows measured before it; a case that
+    raises is reported as failed and the next one runs."""
     print(", ".join(f"{k}={v}" for k, v in header.items()), flush=True)
     print("| case | unit | ember | PyTorch | ember/PyTorch time | issue 25 | ember ran |", flush=True)
     print("|---|---|---|---|---|---|---|", flush=True)
     rows: list[Row] = []
+    failed: dict[str, str] = {}
     for case in todo:
-        rows.append(measure(case, ember, torch, rounds, min_time))
+        try:
+            rows.append(measure(case, ember, torch, rounds, min_time))
+        except Exception as exc:  # a broken case must not cost the GPU run the cases after it
+            failed[case.name] = f"{type(exc).__name__}: {exc}"
+            print(f"| {case.name} | failed: {failed[case.name]} |", flush=True)
+            continue
         print(markdown(rows[-1]), flush=True)
         if json_path is not None:
-            json_path.write_text(json.dumps({**header, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
+            saved = {**header, "rows": [asdict(r) for r in rows], "failed": failed}
+            json_path.write_text(json.dumps(saved, indent=1) + "\n")
     native = [r for r in rows if r.ember_ran == "native"]
     met = sum(r.bound is not None and r.ratio <= r.bound for r in native)
-    print(f"bench_cuda: {len(rows)} cases on {header['gpu']}: {len(native)} native ({met} within issue 25's "
-          f"bound), {len(rows) - len(native)} through the CPU fallback or composites")
+    print(f"bench_cuda: {len(todo)} cases on {header['gpu']}: {len(native)} native ({met} within issue 25's "
+          f"bound), {len(rows) - len(native)} through the CPU fallback or composites, {len(failed)} failed")
     return rows
 
 
@@ -209,9 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     device = em.as_device("cuda:0")
     props = device.backend.hooks["ember_device_properties"](device)
     header = {"gpu": props["name"], "driver": props["driver"], "torch": torch.__version__, "ember_tf32": props["tf32"]}
-    run(cases(args.sizes, args.matmul_size), ember_side("cuda:0"), torch_side("cuda:0"), args.rounds, header,
-        args.json)
-    return 0
+    todo = cases(args.sizes, args.matmul_size)
+    rows = run(todo, ember_side("cuda:0"), torch_side("cuda:0"), args.rounds, header, args.json)
+    return 0 if len(rows) == len(todo) else 1
 
 
 if __name__ == "__main__":

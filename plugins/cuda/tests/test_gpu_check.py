@@ -108,19 +108,22 @@ def bench(monkeypatch):
 
 def test_bench_cuda_measures_ember_on_the_fake_against_pytorch(fake_cuda, bench, tmp_path, capsys):
     todo = bench.cases([1 << 12], 16)
+    broken = bench.Case("broken", "us", 1e6, None, ((4,),), "float32", lambda xp, a: 1 / 0)
     header = {"gpu": "NVIDIA Fake H200", "ember_tf32": False}
-    rows = bench.run(todo, bench.ember_side("cuda:0"), bench.torch_side("cpu"), 1, header, tmp_path / "rows.json",
-                     min_time=0.001)
-    assert [row.case for row in rows] == [case.name for case in todo]
+    rows = bench.run([broken, *todo], bench.ember_side("cuda:0"), bench.torch_side("cpu"), 1, header,
+                     tmp_path / "rows.json", min_time=0.001)
+    assert [row.case for row in rows] == [case.name for case in todo]  # the broken case cost no other
     for row in rows:
         assert row.ember > 0 and row.torch > 0 and row.ratio > 0
         assert row.ember_ran in {"native", "composite", "fallback"}
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "gpu=NVIDIA Fake H200, ember_tf32=False" and printed[1].startswith("| case | unit | ember |")
-    assert [line.count("|") for line in printed[2:-1]] == [8] * (len(todo) + 1)
-    assert printed[-1].startswith(f"bench_cuda: {len(todo)} cases on NVIDIA Fake H200: ")
+    assert printed[3] == "| broken | failed: ZeroDivisionError: division by zero |"
+    assert [line.count("|") for line in printed[4:-1]] == [8] * len(todo)
+    assert printed[-1].startswith(f"bench_cuda: {len(todo) + 1} cases on NVIDIA Fake H200: ")
+    assert printed[-1].endswith(", 1 failed")
     saved = json.loads((tmp_path / "rows.json").read_text())
-    assert saved["gpu"] == "NVIDIA Fake H200" and [r["case"] for r in saved["rows"]] == [c.name for c in todo]
+    assert [r["case"] for r in saved["rows"]] == [c.name for c in todo] and list(saved["failed"]) == ["broken"]
 
 
 def test_bench_cuda_turns_tf32_off_and_passes_its_options_on(fake_cuda, bench, monkeypatch, tmp_path):
@@ -130,7 +133,12 @@ def test_bench_cuda_turns_tf32_off_and_passes_its_options_on(fake_cuda, bench, m
     monkeypatch.setattr(bench, "unavailable", lambda: None)  # PyTorch's CUDA: its CPU stands in
     monkeypatch.setattr(bench, "torch_side", lambda device, side=bench.torch_side: side("cpu"))
     seen = {}
-    monkeypatch.setattr(bench, "run", lambda todo, ember, torch, rounds, header, json_path: seen.update(locals()))
+
+    def run(todo, ember, torch, rounds, header, json_path):
+        seen.update(locals())
+        return todo  # every case measured
+
+    monkeypatch.setattr(bench, "run", run)
     assert bench.main(["--sizes", "4K,1M", "--matmul-size", "64", "--rounds", "2", "--json", str(tmp_path / "j")]) == 0
     assert seen["header"]["ember_tf32"] is False and seen["header"]["gpu"] == "NVIDIA Fake H200"
     assert [case.name for case in seen["todo"]][1:9:4] == ["add, 4096 float32", "add, 1M float32"]
