@@ -14,8 +14,7 @@
 # Environment: PYTHON (default python3); GPU_CHECK_BUDGET, the seconds all parts may take together
 # (default 480: a device call may run 600 s, and the kit's install and the archive need some; a part
 # that would start with less than 5 s left is not run); GPU_CHECK_ONLY, a space-separated list of
-# the parts to run (the names in the summary's first column); GPU_CHECK_MAX_PART, a cap in seconds
-# on every part's timeout (the tests use it).
+# the parts to run (the names in the summary's first column).
 set -uo pipefail
 started=$SECONDS
 
@@ -24,7 +23,6 @@ out=${1:-${OUT:-./gpu-check-out}}
 mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 py=${PYTHON:-python3}
 budget=${GPU_CHECK_BUDGET:-480}
-cap=${GPU_CHECK_MAX_PART:-0}
 only=" ${GPU_CHECK_ONLY:-} "
 cores=$(nproc)
 work=$(mktemp -d)
@@ -52,14 +50,13 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "not a git ch
 failed=0
 
 # part NAME TIMEOUT COMMAND...: run COMMAND from the repository root under min(TIMEOUT, the budget
-# left, GPU_CHECK_MAX_PART), its output in NAME.log, and add its row to the summary.
+# left), its output in NAME.log, and add its row to the summary.
 part() {
   local name=$1 limit=$2 status rc last begin
   shift 2
   [[ -z "${GPU_CHECK_ONLY:-}" || "$only" == *" $name "* ]] || return 0
   local left=$((budget - (SECONDS - started)))
   ((limit > left)) && limit=$left
-  ((cap > 0 && limit > cap)) && limit=$cap
   if ((limit < 5)); then
     echo "| $name | not run | 0 | the check's budget of ${budget} s is spent |" >>"$work/summary.md"
     return 0
