@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ember_gpu import abi, ops
+from ember_gpu import abi, blas, ops
 from ember_gpu.errors import DeviceLostError
 from ember_gpu.launch import Kernel
 from ember_gpu.ops_creation import bfloat16_bits, fill_words
@@ -35,7 +35,8 @@ def test_the_table_claims_only_what_was_built_in_every_variant(tmp_path) -> None
     index |= {"eg_unary_sqrt_float32_flat32": "unary_sqrt"}  # one variant only: not claimed
     claimed = ops.claimed(ops.OpLayer(index).table())
     assert claimed == {"exp": ["float32", "float64"], "bitwise_left_shift": ["int8"], "copy": ["bool"],
-                       "astype": ["bool"], "full": ["int16"], "random_integers": ["uint8"]}
+                       "astype": ["bool"], "full": ["int16"], "random_integers": ["uint8"],
+                       "matmul": sorted(blas.DTYPES, key=lambda name: dtypes.as_dtype(name).code)}  # a library
     path = tmp_path / "manifest.toml"
     path.write_text(ops.manifest_text("testgpu", ops.OpLayer(index).table()))
     manifest = load_manifest(path, "test")  # what the core reads

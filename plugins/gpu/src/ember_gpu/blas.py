@@ -295,35 +295,47 @@ class Blas:
     """The BLAS of one runtime: the library (opened on the first matmul), the handles per device and
     thread, the workspace per device, and the matmul kernel."""
 
-    def __init__(self, runtime: Any, opener: Callable[[Vendor], BlasLibrary] = open_blas) -> None:
+    def __init__(self, runtime: Any, opener: Callable[[Vendor], BlasLibrary] | None = None) -> None:
         self.runtime = runtime
         self._opener = opener
         self._lock = threading.Lock()
         self._library: BlasLibrary | None = None
         self._unavailable: BlasUnavailableError | None = None
+        self._driver: Any = None  # the runtime's driver the library was opened for
         self._thread = threading.local()  # .handles: {device index: Handle}
         self._workspaces: dict[int, tuple[Any, Any]] = {}  # device index -> (device, DeviceMemory)
         self._plans: dict[tuple[Any, ...], Gemm | None] = {}  # by layout: planning costs more than the call
 
     def reset(self, opener: Callable[[Vendor], BlasLibrary] | None = None) -> None:
-        """Forget the library, handles and workspaces; open the next library with ``opener`` (tests: a fake)."""
+        """Forget the library, handles and workspaces; open the next library with ``opener`` when given
+        (tests: a fake).  Without one ever given: the BLAS that comes with the runtime's driver (a fake
+        driver's fake), else the vendor's library."""
         with self._lock:
             if opener is not None:
                 self._opener = opener
-            self._library, self._unavailable = None, None
-            self._thread = threading.local()
-            for device, workspace in self._workspaces.values():
-                if _still_open(device):
-                    device.memory.free(workspace)
-            self._workspaces = {}
+            self._forget()
+
+    def _forget(self) -> None:
+        self._library, self._unavailable, self._driver = None, None, None
+        self._thread = threading.local()
+        for device, workspace in self._workspaces.values():
+            if _still_open(device):
+                device.memory.free(workspace)
+        self._workspaces = {}
 
     def library(self) -> BlasLibrary:
-        """The opened library; BlasUnavailableError (the same one every time) when it is missing."""
-        if self._library is None:
+        """The opened library; BlasUnavailableError (the same one every time) when it is missing.  A
+        runtime that opened another driver since (a reset) gets the BLAS of that one."""
+        driver = self.runtime.driver
+        if self._library is None or self._driver is not driver:
             with self._lock:
+                if self._driver is not driver:
+                    self._forget()
+                    self._driver = driver
                 if self._library is None and self._unavailable is None:
+                    opener = self._opener or driver.blas_opener or open_blas
                     try:
-                        self._library = self._opener(self.runtime.vendor)
+                        self._library = opener(self.runtime.vendor)
                     except BlasUnavailableError as exc:
                         self._unavailable = exc
         if self._library is None:
@@ -396,8 +408,8 @@ _BLAS: weakref.WeakKeyDictionary[Any, Blas] = weakref.WeakKeyDictionary()
 
 
 def blas_for(runtime: Any) -> Blas:
-    """The one Blas of ``runtime``: what the op layer's matmul runs on and what a test resets to a
-    fake (``blas_for(runtime).reset(opener=FakeBlas(fake_gpu).open)``)."""
+    """The one Blas of ``runtime``: what the op layer's matmul runs on (on a fake driver, the fake's
+    BLAS; a test may pass another opener to ``reset``)."""
     found = _BLAS.get(runtime)
     if found is None:
         found = _BLAS[runtime] = Blas(runtime)

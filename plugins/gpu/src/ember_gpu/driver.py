@@ -82,10 +82,12 @@ def cdef_for(vendor: Vendor) -> str:
 class Driver:
     """The opened driver library (or a fake with the same symbols): checked calls by ember_gpu name."""
 
-    def __init__(self, vendor: Vendor, lib: Any, ffi: cffi.FFI) -> None:
+    def __init__(self, vendor: Vendor, lib: Any, ffi: cffi.FFI,
+                 blas_opener: Callable[[Vendor], Any] | None = None) -> None:
         self.vendor = vendor
         self.lib = lib
         self.ffi = ffi
+        self.blas_opener = blas_opener  # the BLAS that comes with this driver (a fake's fake), else None
         self.fn: dict[str, Callable[..., int]] = {}
         self._bind(BOOTSTRAP)
 

@@ -159,9 +159,11 @@ class FakeGpu:
     # ---- what tests use -------------------------------------------------------------------------
 
     def open(self, vendor: Vendor) -> Driver:
-        """The runtime's driver opener: this fake as a Driver."""
+        """The runtime's driver opener: this fake as a Driver, with a fake BLAS on its memory."""
+        from ember_gpu.fake_blas import FakeBlas
+
         self.opened += 1
-        return Driver(vendor, self.lib, self.ffi)
+        return Driver(vendor, self.lib, self.ffi, blas_opener=FakeBlas(self).open)
 
     def fail(self, name: str, status: int, *, skip: int = 0, times: int | None = 1) -> None:
         name = {symbol: n for n, symbol in self.vendor.symbols.items()}.get(name, name)

@@ -33,7 +33,7 @@ from ember_gpu import abi
 from ember_gpu.build import read_index
 from ember_gpu.launch import Kernel
 
-FAMILIES = ("ember_gpu.ops_elementwise", "ember_gpu.ops_creation")  # one module per kernel family
+FAMILIES = ("ember_gpu.ops_elementwise", "ember_gpu.ops_creation", "ember_gpu.blas")  # one module per kernel family
 ELEMENTWISE_VARIANTS = ("flat32", "flat64", "strided32", "strided64")  # the order ``elementwise`` indexes
 FLAT_VARIANTS = ("flat32", "flat64")
 VECTOR_BYTES = 16  # the flat kernels move 16 bytes of the widest operand per thread and step
