@@ -16,12 +16,14 @@ from ember_gpu.codegen import BY_NAME, DTYPES, HEADER, DType, Source
 OPS = ("sum", "prod", "max", "min", "any", "all", "argmax", "argmin")
 
 
-def _registry_dtypes(op: str) -> list[DType]:
+def registry_dtypes(op: str) -> list[DType]:
+    """The registry's dtypes of op that reach a kernel: sum, prod and the scans never see bool (the
+    core accumulates it in int64)."""
     from ember_core.ops.registry import REGISTRY
 
     names = {d.name for d in REGISTRY[op].dtypes}
-    if op in ("sum", "prod"):
-        names.discard("bool")  # accumulated in int64 by the core
+    if REGISTRY[op].result == "accumulate":
+        names.discard("bool")
     return [d for d in DTYPES if d.name in names]
 
 
@@ -70,14 +72,16 @@ def _op(name: str, in_t: str, acc_t: str, out_t: str, identity: str, load: str, 
             f"    {hd} out_t store(acc_t a) {{ return {store}; }}\n}};\n")
 
 
-def _reduction_op(op: str, d: DType, name: str) -> str:
+def reduction_op(op: str, d: DType, name: str) -> str:
+    """The op struct (eg_reduce.h) of reduction op over dtype d; sum and prod serve the scans too."""
     if op in ("sum", "prod"):
         acc = _number_accumulator(d)
         store = f"({d.storage})a" if d.cls in ("int", "uint") else _store(d)
         load = f"({acc}){_load(d)}"
         identity, combine = ("0", "a + b") if op == "sum" else ("1", "a * b")
-        if d.cls == "complex":
+        if d.cls == "complex":  # C's complex product, as ember-cpu's reductions and scans multiply
             identity = f"eg_cmplx(({d.real}){identity}, ({d.real})0)"
+            combine = combine if op == "sum" else "eg_cmul_c(a, b)"
         return _op(name, d.storage, acc, d.storage, identity, load, combine, store)
     if op in ("max", "min"):
         lowest, highest = _extremes(d)
@@ -108,9 +112,9 @@ def sources() -> dict[str, Source]:
     out = {}
     for op in OPS:
         parts, kernels = [HEADER], []
-        for d in _registry_dtypes(op):
+        for d in registry_dtypes(op):
             name = f"eg_reduce_{op}_{d.name}"
-            parts.append(_reduction_op(op, d, f"{name}_op"))
+            parts.append(reduction_op(op, d, f"{name}_op"))
             parts.append(f"EG_REDUCE_KERNEL({name}, {name}_op)\n\n")
             kernels.append(name)
         out[f"reduce_{op}"] = Source("".join(parts), kernels)

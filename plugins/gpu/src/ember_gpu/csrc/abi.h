@@ -22,6 +22,8 @@
  *                                            max, min (real and bool), any, all (every dtype; out
  *                                            bool), argmax, argmin (real and bool; out int64):
  *                                            one kernel, eg_reduce_args, no variants (below)
+ *   eg_scan_<op>_<dtype>                    cumulative_sum, cumulative_prod (numeric, x already in
+ *                                            the result dtype) along the last dim: eg_scan_args
  * <dtype> is the Array API name (bool, int8, ..., complex128: never an underscore), <op> the
  * registry's name.  Which op x dtype pairs exist is the registry's `dtypes` for the op; the
  * build's kernels.json lists every kernel and the image (one per source) that holds it.
@@ -65,6 +67,13 @@
  *                       float16 / bfloat16); any / all 1; argmax / argmin 16.
  *   n_red == 0 writes the identity (sum 0, prod 1, any false, all true).  Argmax / argmin reduce
  *   the last dim (nred 1, n_red >= 1): the first NaN, else the first extreme, as ember-cpu.
+ *
+ * ---- Scans (eg_scan_args) -------------------------------------------------------------------------
+ *   EG_SCAN_THREAD: one thread per row in order (ember-cpu's order and bits), any block and grid;
+ *   EG_SCAN_BLOCK: one block of exactly EG_BLOCK threads per row (grid min(rows, 65535)), a chunk
+ *   of 256 elements at a time.  Choose from the shape alone, e.g. THREAD when rows >= 4096 or the
+ *   row has at most 64 elements, else BLOCK (one block scans a row: a row of millions is slow).
+ *   n == 0 or rows == 0: do not launch.  out may be x (in place).
  *
  * ---- Element types --------------------------------------------------------------------------------
  *   dtype codes are ember.h's (EG_BOOL = EMBER_BOOL, ...).  Storage: bool one byte 0/1 (kernels
@@ -168,6 +177,21 @@ typedef struct {
     int mode;
     int reserved;
 } eg_reduce_args;
+
+/* scans along the last dim (eg_scan.h): rows of shape[ndim - 1] elements; x and out (possibly the
+ * same memory) have the same shape and their own strides (elements). */
+#define EG_SCAN_THREAD 0
+#define EG_SCAN_BLOCK 1
+typedef struct {
+    void *out;
+    const void *x;
+    long long rows;                    /* the product of the leading dims (1 when none) */
+    long long shape[8];                /* EG_MAX_DIMS, the scanned dim last */
+    long long x_strides[8];
+    long long out_strides[8];
+    int ndim;                          /* 1 .. EG_MAX_DIMS */
+    int mode;
+} eg_scan_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */

@@ -117,42 +117,57 @@ static EG_HD EG_INLINE eg_c64 operator/(eg_c64 n, eg_c64 q)
     return eg_cmplx(x, y);
 }
 
-/* a * b as C's operator multiplies (glibc's cpow): the textbook product, no fma, and where both
- * parts come out NaN the infinities Annex G asks for (libgcc's __muldc3). */
-static EG_HD EG_INLINE eg_c128 eg_cmul_annex_g(eg_c128 u, eg_c128 v)
+/* a * b as C's operator multiplies without contraction (glibc's cpow, libgcc's __mulsc3 /
+ * __muldc3): the textbook product, and where both parts come out NaN the infinities Annex G asks
+ * for. */
+template <class C>
+static EG_HD EG_INLINE C eg_cmul_annex_g(C u, C v)
 {
-    double a = u.re, b = u.im, c = v.re, d = v.im;
-    const double ac = a * c, bd = b * d, ad = a * d, bc = b * c;
-    double x = ac - bd, y = ad + bc;
+    typedef decltype(u.re) R;
+    const R zero = 0, one = 1, inf = (R)EG_INF;
+    R a = u.re, b = u.im, c = v.re, d = v.im;
+    const R ac = a * c, bd = b * d, ad = a * d, bc = b * c;
+    R x = ac - bd, y = ad + bc;
     if (eg_isnan(x) && eg_isnan(y)) {
         bool recalc = false;
         if (eg_isinf(a) || eg_isinf(b)) {   /* box the infinity, NaNs of the other factor to 0 */
-            a = copysign(eg_isinf(a) ? 1.0 : 0.0, a);
-            b = copysign(eg_isinf(b) ? 1.0 : 0.0, b);
-            if (eg_isnan(c)) c = copysign(0.0, c);
-            if (eg_isnan(d)) d = copysign(0.0, d);
+            a = copysign(eg_isinf(a) ? one : zero, a);
+            b = copysign(eg_isinf(b) ? one : zero, b);
+            if (eg_isnan(c)) c = copysign(zero, c);
+            if (eg_isnan(d)) d = copysign(zero, d);
             recalc = true;
         }
         if (eg_isinf(c) || eg_isinf(d)) {
-            c = copysign(eg_isinf(c) ? 1.0 : 0.0, c);
-            d = copysign(eg_isinf(d) ? 1.0 : 0.0, d);
-            if (eg_isnan(a)) a = copysign(0.0, a);
-            if (eg_isnan(b)) b = copysign(0.0, b);
+            c = copysign(eg_isinf(c) ? one : zero, c);
+            d = copysign(eg_isinf(d) ? one : zero, d);
+            if (eg_isnan(a)) a = copysign(zero, a);
+            if (eg_isnan(b)) b = copysign(zero, b);
             recalc = true;
         }
         if (!recalc && (eg_isinf(ac) || eg_isinf(bd) || eg_isinf(ad) || eg_isinf(bc))) {   /* overflow */
-            if (eg_isnan(a)) a = copysign(0.0, a);
-            if (eg_isnan(b)) b = copysign(0.0, b);
-            if (eg_isnan(c)) c = copysign(0.0, c);
-            if (eg_isnan(d)) d = copysign(0.0, d);
+            if (eg_isnan(a)) a = copysign(zero, a);
+            if (eg_isnan(b)) b = copysign(zero, b);
+            if (eg_isnan(c)) c = copysign(zero, c);
+            if (eg_isnan(d)) d = copysign(zero, d);
             recalc = true;
         }
         if (recalc) {
-            x = EG_INF * (a * c - b * d);
-            y = EG_INF * (a * d + b * c);
+            x = inf * (a * c - b * d);
+            y = inf * (a * d + b * c);
         }
     }
     return eg_cmplx(x, y);
+}
+
+/* a * b as C's operator compiles in ember-cpu's reductions and scans: gcc expands the product
+ * and contracts it into fma(ar, br, -(ai * bi)) + i fma(ai, br, ar * bi) (the other product of
+ * the imaginary part than the textbook code's), calling __mulsc3 / __muldc3 where both parts are
+ * NaN. */
+template <class C>
+static EG_HD EG_INLINE C eg_cmul_c(C u, C v)
+{
+    const C r = eg_cmplx(fma(u.re, v.re, -(u.im * v.im)), fma(u.im, v.re, u.re * v.im));
+    return eg_isnan(r.re) && eg_isnan(r.im) ? eg_cmul_annex_g(u, v) : r;
 }
 
 /* ---- exp, log, sqrt ------------------------------------------------------------------------------ */
