@@ -55,7 +55,7 @@ class HostKernels:
     @staticmethod
     def args_type(kernel: str) -> str:
         family = kernel.split("_")[1]
-        if family in ("fill", "random", "reduce", "scan"):
+        if family in ("fill", "random", "reduce", "scan", "sort"):
             return f"eg_{family}_args"
         return "eg_strided_args" if "_strided" in kernel else "eg_flat_args"
 
@@ -147,7 +147,7 @@ def values(dtype: str, n: int, rng: np.random.Generator, role: str = "") -> np.n
         drawn = rng.integers(info.min, info.max, n, dtype=NUMPY[dtype], endpoint=True)
         small = rng.integers(max(info.min, -20), 21, n).astype(NUMPY[dtype])
         out = np.where(rng.random(n) < 0.5, drawn, small)
-        out[: len(special)] = special
+        out[: len(special)] = special[:n]
         return out.astype(NUMPY[dtype])
     real = np.concatenate([SPECIAL_FLOATS, rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n),
                            rng.integers(-8, 9, n) * 0.5])[:n]

@@ -24,6 +24,8 @@
  *                                            one kernel, eg_reduce_args, no variants (below)
  *   eg_scan_<op>_<dtype>                    cumulative_sum, cumulative_prod (numeric, x already in
  *                                            the result dtype) along the last dim: eg_scan_args
+ *   eg_sort_<sort|argsort>_<dtype>          stable, along the last dim (real and bool; argsort's
+ *                                            out int64): eg_sort_args
  * <dtype> is the Array API name (bool, int8, ..., complex128: never an underscore), <op> the
  * registry's name.  Which op x dtype pairs exist is the registry's `dtypes` for the op; the
  * build's kernels.json lists every kernel and the image (one per source) that holds it.
@@ -74,6 +76,13 @@
  *   of 256 elements at a time.  Choose from the shape alone, e.g. THREAD when rows >= 4096 or the
  *   row has at most 64 elements, else BLOCK (one block scans a row: a row of millions is slow).
  *   n == 0 or rows == 0: do not launch.  out may be x (in place).
+ *
+ * ---- Sort (eg_sort_args) ---------------------------------------------------------------------------
+ *   One block per row (any block size, EG_BLOCK advised; grid min(rows, 65535)): a bitonic network
+ *   over the (key, index) pairs of the row, in shared memory for rows of up to 1024 elements, else
+ *   in scratch: grid * next_pow2(n) * 16 bytes (NULL allowed otherwise).  NaN last ascending,
+ *   first descending; equal elements keep their order either way (ember-cpu's sort).  One block
+ *   sorts a row: a row of millions is slow.  n == 0 or rows == 0: do not launch.
  *
  * ---- Element types --------------------------------------------------------------------------------
  *   dtype codes are ember.h's (EG_BOOL = EMBER_BOOL, ...).  Storage: bool one byte 0/1 (kernels
@@ -192,6 +201,20 @@ typedef struct {
     int ndim;                          /* 1 .. EG_MAX_DIMS */
     int mode;
 } eg_scan_args;
+
+/* sort / argsort along the last dim (eg_sort.h): rows of shape[ndim - 1] elements, x and out with
+ * their own strides (elements; out is not x). */
+typedef struct {
+    void *out;
+    const void *x;
+    void *scratch;                     /* rows longer than 1024: grid * next_pow2(n) * 16 bytes */
+    long long rows;                    /* the product of the leading dims (1 when none) */
+    long long shape[8];                /* EG_MAX_DIMS, the sorted dim last */
+    long long x_strides[8];
+    long long out_strides[8];
+    int ndim;                          /* 1 .. EG_MAX_DIMS */
+    int descending;                    /* 0 or 1 */
+} eg_sort_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */

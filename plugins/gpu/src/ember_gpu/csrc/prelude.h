@@ -13,7 +13,7 @@
  * instructions (eg_half.h).  Beside this file, and included from it only: eg_half.h (float16 /
  * bfloat16 storage types), eg_complex.h (complex64 / complex128 and their functions),
  * eg_loops.h (the elementwise loops), eg_random.h (Philox), eg_reduce.h (reductions), eg_scan.h
- * (scans), eg_host.h (the host launcher).
+ * (scans), eg_sort.h (sort), eg_host.h (the host launcher).
  */
 #ifndef EG_PRELUDE_H
 #define EG_PRELUDE_H
@@ -123,5 +123,6 @@ static EG_HD EG_INLINE bool eg_signbit(double x) { return (eg_f64_bits(x) >> 63)
 #include "eg_random.h"
 #include "eg_reduce.h"
 #include "eg_scan.h"
+#include "eg_sort.h"
 
 #endif /* EG_PRELUDE_H */
