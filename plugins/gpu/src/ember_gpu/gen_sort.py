@@ -1,6 +1,7 @@
-"""The sort kernels (csrc/eg_sort.h): ``eg_sort_sort_<dtype>`` and ``eg_sort_argsort_<dtype>``
-for the registry's sortable dtypes (real and bool), one image.  Each dtype's key is ember-cpu's
-(sort.c): an unsigned integer of the dtype's width whose order is numpy's order of the values."""
+"""The sort kernels (csrc/eg_sort.h): ``eg_sort_sort_<dtype>``, ``eg_sort_argsort_<dtype>`` and
+``eg_search_searchsorted_<dtype>`` for the registry's sortable dtypes (real and bool), one image.
+Each dtype's key is ember-cpu's (sort.c): an unsigned integer of the dtype's width whose order is
+numpy's order of the values."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _key(d: DType) -> tuple[int, str]:
 def registry_dtypes() -> list[DType]:
     from ember_core.ops.registry import REGISTRY
 
-    names = {d.name for d in REGISTRY["sort"].dtypes} & {d.name for d in REGISTRY["argsort"].dtypes}
+    names = set.intersection(*({d.name for d in REGISTRY[op].dtypes} for op in ("sort", "argsort", "searchsorted")))
     return [d for d in DTYPES if d.name in names]
 
 
@@ -40,5 +41,5 @@ def sources() -> dict[str, Source]:
         parts.append(f"struct {name} {{\n    typedef {d.storage} in_t;\n    enum {{ bits = {bits} }};\n"
                      f"    static EG_HD EG_INLINE eg_u64 key(in_t v) {{ return {key}; }}\n}};\n"
                      f"EG_SORT_KERNELS({d.name}, {name})\n\n")
-        kernels += [f"eg_sort_sort_{d.name}", f"eg_sort_argsort_{d.name}"]
+        kernels += [f"eg_sort_sort_{d.name}", f"eg_sort_argsort_{d.name}", f"eg_search_searchsorted_{d.name}"]
     return {"sort": Source("".join(parts), kernels)}

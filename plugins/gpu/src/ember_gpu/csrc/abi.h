@@ -26,6 +26,14 @@
  *                                            the result dtype) along the last dim: eg_scan_args
  *   eg_sort_<sort|argsort>_<dtype>          stable, along the last dim (real and bool; argsort's
  *                                            out int64): eg_sort_args
+ *   eg_search_searchsorted_<dtype>          real and bool; out int64: eg_search_args
+ *   eg_index_take_<bytes>, eg_index_put_<bytes>   take / index_put (no accumulation) of every
+ *                                            dtype, by its size: bytes 1, 2, 4, 8, 16
+ *   eg_index_put_add_<dtype>                index_put(accumulate=True), every dtype (bool ORs,
+ *                                            integers wrap, half types add in float32)
+ *   eg_matmul_matmul_<dtype>                integer matmul (int8 .. int64, uint8; wrapping)
+ *   The last three families: any 1-d block and grid, one thread per output element (take,
+ *   matmul) or per (outer, inner) pair (put); with no elements, do not launch.
  * <dtype> is the Array API name (bool, int8, ..., complex128: never an underscore), <op> the
  * registry's name.  Which op x dtype pairs exist is the registry's `dtypes` for the op; the
  * build's kernels.json lists every kernel and the image (one per source) that holds it.
@@ -215,6 +223,52 @@ typedef struct {
     int ndim;                          /* 1 .. EG_MAX_DIMS */
     int descending;                    /* 0 or 1 */
 } eg_sort_args;
+
+/* searchsorted (eg_sort.h): out[i] (int64) = the insertion point of values[i] in the sorted 1-d x1;
+ * values and out share shape (ndim dims; a 0-d op is 1-d of one element) with their own strides. */
+typedef struct {
+    void *out;
+    const void *x1;
+    const void *values;
+    long long n;                       /* elements of x1 */
+    long long x1_stride;               /* elements */
+    long long count;                   /* elements of values (and out) */
+    long long shape[8];                /* EG_MAX_DIMS */
+    long long value_strides[8];
+    long long out_strides[8];
+    int ndim;                          /* 1 .. EG_MAX_DIMS */
+    int right;                         /* 0: side left, 1: side right */
+} eg_search_args;
+
+/* take and index_put (eg_index.h) on (outer, n, inner) views along the middle dim.  take: dst is
+ * out (outer, m, inner), src is x (outer, n, inner).  put: dst is x (outer, n, inner), written in
+ * place; src is the values (outer, m, inner). */
+typedef struct {
+    void *dst;
+    const void *src;
+    const long long *indices;          /* m, contiguous, each in [-n, n) */
+    long long outer;
+    long long n;
+    long long m;
+    long long inner;
+    long long dst_strides[3];          /* elements */
+    long long src_strides[3];
+} eg_index_args;
+
+/* the integer matmul (eg_index.h): out (batch, m, n) = a (batch, m, k) @ b (batch, k, n), every
+ * operand with its own strides (elements; 0 broadcasts a batch). */
+typedef struct {
+    void *out;
+    const void *a;
+    const void *b;
+    long long batch;
+    long long m;
+    long long n;
+    long long k;
+    long long out_strides[3];
+    long long a_strides[3];
+    long long b_strides[3];
+} eg_matmul_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */

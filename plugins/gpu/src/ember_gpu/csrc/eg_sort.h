@@ -93,10 +93,39 @@ static __device__ EG_INLINE void eg_sort(const eg_sort_args a)
     }
 }
 
-/* sort and argsort of one dtype: <name>_sort and <name>_argsort, e.g. eg_sort_sort_float32 from
- * EG_SORT_KERNELS(eg_sort, float32, Key) */
+/* searchsorted: out[i] = the first j of the sorted x1 whose key is >= (right: >) value i's, by
+ * binary search (numpy's NaN-last order); one thread per value, any block and grid. */
+template <class Key>
+static __device__ EG_INLINE void eg_search(const eg_search_args a)
+{
+    typedef typename Key::in_t T;
+    const T *x1 = (const T *)a.x1, *values = (const T *)a.values;
+    const eg_i64 threads = (eg_i64)gridDim.x * blockDim.x;
+    for (eg_i64 i = (eg_i64)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += threads) {
+        eg_i64 rest = i, vo = 0, oo = 0;
+        for (int d = a.ndim - 1; d >= 0; d--) {
+            const eg_i64 q = d ? rest / a.shape[d] : 0, idx = rest - q * a.shape[d];
+            vo += idx * a.value_strides[d];
+            oo += idx * a.out_strides[d];
+            rest = q;
+        }
+        const eg_u64 key = Key::key(values[vo]);
+        eg_i64 lo = 0, hi = a.n;
+        while (lo < hi) {
+            const eg_i64 mid = lo + (hi - lo) / 2;
+            const eg_u64 k = Key::key(x1[mid * a.x1_stride]);
+            if (a.right ? k <= key : k < key) lo = mid + 1;
+            else hi = mid;
+        }
+        ((eg_i64 *)a.out)[oo] = lo;
+    }
+}
+
+/* sort, argsort and searchsorted of one dtype: eg_sort_sort_<dtype>, eg_sort_argsort_<dtype>,
+ * eg_search_searchsorted_<dtype> */
 #define EG_SORT_KERNELS(dtype, Key)                                                                  \
     EG_KERNEL(eg_sort_sort_##dtype, eg_sort_args) { eg_sort<Key, false>(args); }                     \
-    EG_KERNEL(eg_sort_argsort_##dtype, eg_sort_args) { eg_sort<Key, true>(args); }
+    EG_KERNEL(eg_sort_argsort_##dtype, eg_sort_args) { eg_sort<Key, true>(args); }                   \
+    EG_KERNEL(eg_search_searchsorted_##dtype, eg_search_args) { eg_search<Key>(args); }
 
 #endif /* EG_SORT_H */

@@ -13,7 +13,8 @@
  * instructions (eg_half.h).  Beside this file, and included from it only: eg_half.h (float16 /
  * bfloat16 storage types), eg_complex.h (complex64 / complex128 and their functions),
  * eg_loops.h (the elementwise loops), eg_random.h (Philox), eg_reduce.h (reductions), eg_scan.h
- * (scans), eg_sort.h (sort), eg_host.h (the host launcher).
+ * (scans), eg_sort.h (sort, searchsorted), eg_index.h
+ * (take, index_put, the integer matmul), eg_host.h (the host launcher).
  */
 #ifndef EG_PRELUDE_H
 #define EG_PRELUDE_H
@@ -124,5 +125,6 @@ static EG_HD EG_INLINE bool eg_signbit(double x) { return (eg_f64_bits(x) >> 63)
 #include "eg_reduce.h"
 #include "eg_scan.h"
 #include "eg_sort.h"
+#include "eg_index.h"
 
 #endif /* EG_PRELUDE_H */
