@@ -55,7 +55,7 @@ class HostKernels:
     @staticmethod
     def args_type(kernel: str) -> str:
         family = kernel.split("_")[1]
-        if family in ("fill", "random", "reduce", "scan", "sort", "search", "index", "matmul"):
+        if family in ("fill", "random", "reduce", "scan", "sort", "search", "index", "matmul", "nonzero"):
             return f"eg_{family}_args"
         return "eg_strided_args" if "_strided" in kernel else "eg_flat_args"
 

@@ -89,3 +89,27 @@ def test_integer_matmul(host: HostKernels, dtype: str) -> None:
     host.launch(f"eg_matmul_matmul_{dtype}", args)
     want = em.matmul(em.asarray(np.ascontiguousarray(a)), em.asarray(np.broadcast_to(b, (3, 7, 4)).copy()))
     assert out.tolist() == want.numpy().tolist()
+
+
+@pytest.mark.parametrize("dtype", [d.name for d in codegen.DTYPES])
+def test_nonzero(host: HostKernels, dtype: str) -> None:
+    """Two launches (counts per block, then the coordinates), blocks of many runs and of none,
+    against ember-cpu's nonzero of a transposed view (-0.0 false, NaN true)."""
+    rng = np.random.default_rng(13)
+    x = values(dtype, 5 * 7 * 9, rng).reshape(9, 7, 5).transpose(2, 1, 0)
+    x[:, 2:5] = np.zeros(1, x.dtype)  # a zero stretch: blocks that find nothing
+    want = np.stack([t.numpy() for t in em.nonzero(to_ember(np.ascontiguousarray(x), dtype))], axis=1)
+    out = np.zeros(want.shape, np.int64)
+    chunk, block = 50, 8
+    blocks = -(-x.size // chunk)
+    counts = np.zeros(blocks, np.int64)
+    args = host.ffi.new("eg_nonzero_args *")
+    args.out, args.x, args.counts = host.pointer(out), host.pointer(x), host.ffi.cast("long long *",
+                                                                                     host.pointer(counts))
+    args.total, args.chunk, args.ndim = x.size, chunk, x.ndim
+    args.shape, args.strides = list(x.shape), _strides(x)
+    for mode in (0, 1):  # EG_NONZERO_COUNT, EG_NONZERO_WRITE
+        args.mode = mode
+        host.launch(f"eg_nonzero_nonzero_{dtype}", args, blocks, block)
+    assert counts.sum() == len(want)
+    assert out.tolist() == want.tolist()

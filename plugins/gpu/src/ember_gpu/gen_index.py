@@ -3,11 +3,13 @@ index_put move stored elements, so they exist per element size (``eg_index_take_
 ``eg_index_put_<bytes>``) and serve every dtype; index_put with accumulation adds per dtype
 (``eg_index_put_add_<dtype>``, ember-cpu's adds: bool ORs, integers wrap, float16 / bfloat16 add
 in float32 and round each time); the integer matmul (``eg_matmul_matmul_<dtype>``) wraps, as
-integer arithmetic does everywhere in ember (floating matmul goes through the vendor's BLAS)."""
+integer arithmetic does everywhere in ember (floating matmul goes through the vendor's BLAS);
+nonzero (``eg_nonzero_nonzero_<dtype>``) tests each element as any() does."""
 
 from __future__ import annotations
 
 from ember_gpu.codegen import DTYPES, HEADER, DType, Source
+from ember_gpu.gen_reduce import truth
 
 ELEMENT_BYTES = (1, 2, 4, 8, 16)
 
@@ -54,4 +56,12 @@ def sources() -> dict[str, Source]:
                       f"    static EG_HD EG_INLINE T store(acc_t a) {{ return (T)a; }}\n}};\n"
                       f"EG_MATMUL_KERNEL({name}, {name}_op)\n\n")
         products.append(name)
-    return {"index": Source("".join(parts), moved + added), "matmul": Source("".join(matmul), products)}
+    nonzero, found = [HEADER], []
+    for d in _registry_dtypes("nonzero"):
+        name = f"eg_nonzero_nonzero_{d.name}"
+        nonzero.append(f"struct {name}_op {{\n    typedef {d.storage} T;\n"
+                       f"    static EG_HD EG_INLINE bool truth(T v) {{ return {truth(d)}; }}\n}};\n"
+                       f"EG_NONZERO_KERNEL({name}, {name}_op)\n\n")
+        found.append(name)
+    return {"index": Source("".join(parts), moved + added), "matmul": Source("".join(matmul), products),
+            "nonzero": Source("".join(nonzero), found)}

@@ -45,7 +45,7 @@ def _extremes(d: DType) -> tuple[str, str]:
     return d.limits
 
 
-def _truth(d: DType) -> str:
+def truth(d: DType) -> str:
     """The element is true: nonzero (NaN too); half types test every bit but the sign."""
     if d.name in ("float16", "bfloat16"):
         return "(v.bits & 0x7fff) != 0"
@@ -89,7 +89,7 @@ def reduction_op(op: str, d: DType, name: str) -> str:
         return _op(name, d.storage, d.compute, d.storage, lowest if op == "max" else highest, _load(d),
                    f"(b {sign} a || b != b) ? b : a", _store(d))
     if op in ("any", "all"):
-        return _op(name, d.storage, "eg_u8", "eg_u8", "0" if op == "any" else "1", f"(eg_u8)({_truth(d)})",
+        return _op(name, d.storage, "eg_u8", "eg_u8", "0" if op == "any" else "1", f"(eg_u8)({truth(d)})",
                    "a | b" if op == "any" else "a & b", "a")
     arg = f"eg_arg<{d.compute}>"
     return _op(name, d.storage, arg, "eg_i64", f"{arg}{{{d.compute}(), -1}}", f"{arg}{{{_load(d)}, i}}",

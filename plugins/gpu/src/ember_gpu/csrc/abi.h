@@ -32,8 +32,12 @@
  *   eg_index_put_add_<dtype>                index_put(accumulate=True), every dtype (bool ORs,
  *                                            integers wrap, half types add in float32)
  *   eg_matmul_matmul_<dtype>                integer matmul (int8 .. int64, uint8; wrapping)
- *   The last three families: any 1-d block and grid, one thread per output element (take,
- *   matmul) or per (outer, inner) pair (put); with no elements, do not launch.
+ *   eg_nonzero_nonzero_<dtype>              every dtype (NaN true, -0.0 false): eg_nonzero_args
+ *   take, put, matmul: any 1-d block and grid, one thread per output element (take, matmul) or
+ *   per (outer, inner) pair (put); with no elements, do not launch.  nonzero: block at most
+ *   EG_BLOCK threads, grid exactly ceil(total / chunk) blocks (no grid-stride; e.g. chunk =
+ *   max(4096, ceil(total / 1024)), so that WRITE's blocks add at most 1024 counts), counts holding
+ *   one int64 per block; the core sizes out from count_nonzero beforehand.
  * <dtype> is the Array API name (bool, int8, ..., complex128: never an underscore), <op> the
  * registry's name.  Which op x dtype pairs exist is the registry's `dtypes` for the op; the
  * build's kernels.json lists every kernel and the image (one per source) that holds it.
@@ -269,6 +273,22 @@ typedef struct {
     long long a_strides[3];
     long long b_strides[3];
 } eg_matmul_args;
+
+/* nonzero (eg_index.h): out (count, ndim) int64, row-major, the coordinates of x's true elements
+ * in C order; two launches of the same args, mode COUNT then WRITE. */
+#define EG_NONZERO_COUNT 0
+#define EG_NONZERO_WRITE 1
+typedef struct {
+    void *out;
+    const void *x;
+    long long *counts;                 /* one per block: COUNT writes, WRITE reads */
+    long long total;                   /* elements of x */
+    long long chunk;                   /* elements per block */
+    long long shape[8];                /* EG_MAX_DIMS */
+    long long strides[8];              /* elements */
+    int ndim;                          /* 1 .. EG_MAX_DIMS */
+    int mode;
+} eg_nonzero_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */

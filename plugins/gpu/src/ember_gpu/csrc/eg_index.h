@@ -8,6 +8,7 @@
  *          repeated indices the last write wins and accumulation adds in index order, as ember-cpu
  *          (the same bits), deterministically.  Parallel over outer * inner only.
  *   matmul (integers): one thread per output element, the products added in k order, wrapping.
+ *   nonzero: two launches, a count per block and the coordinates (below).
  */
 #ifndef EG_INDEX_H
 #define EG_INDEX_H
@@ -76,5 +77,69 @@ static __device__ EG_INLINE void eg_matmul(const eg_matmul_args a)
 
 #define EG_MATMUL_KERNEL(name, Op) \
     EG_KERNEL(name, eg_matmul_args) { eg_matmul<Op>(args); }
+
+/* ---- nonzero: the coordinates of the true elements, in C order ------------------------------------
+ * Block b owns elements [b * chunk, (b + 1) * chunk) of x in C order, thread t of it a contiguous
+ * run of those.  EG_NONZERO_COUNT: counts[b] = the block's true elements.  EG_NONZERO_WRITE (same
+ * args, after COUNT): the block's first row is the sum of counts[0 .. b), each thread's the block's
+ * plus an exclusive scan of the threads' counts; each thread writes its rows in order.
+ * Op: struct { typedef ... T; static EG_HD bool truth(T v); } */
+template <class Op>
+static __device__ EG_INLINE void eg_nonzero(const eg_nonzero_args a)
+{
+    typedef typename Op::T T;
+    __shared__ eg_i64 before[EG_BLOCK];
+    const unsigned t = threadIdx.x;
+    const eg_i64 first = (eg_i64)blockIdx.x * a.chunk, end = first + a.chunk < a.total ? first + a.chunk : a.total;
+    const eg_i64 per = (a.chunk + blockDim.x - 1) / blockDim.x, lo = first + t * per;
+    const eg_i64 hi = lo + per < end ? lo + per : end;
+    const T *x = (const T *)a.x;
+    eg_i64 mine = 0;
+    for (eg_i64 e = lo; e < hi; e++) {
+        eg_i64 rest = e, off = 0;
+        for (int d = a.ndim - 1; d >= 0; d--) {
+            const eg_i64 q = d ? rest / a.shape[d] : 0;
+            off += (rest - q * a.shape[d]) * a.strides[d];
+            rest = q;
+        }
+        mine += Op::truth(x[off]);
+    }
+    /* inclusive scan of the threads' counts (Hillis-Steele), then each thread's exclusive start */
+    eg_i64 v = mine;
+    before[t] = v;
+    EG_SYNC_THREADS();
+    for (unsigned step = 1; step < blockDim.x; step *= 2) {
+        if (t >= step) v += before[t - step];
+        EG_SYNC_THREADS();
+        before[t] = v;
+        EG_SYNC_THREADS();
+    }
+    if (a.mode == EG_NONZERO_COUNT) {
+        if (t == blockDim.x - 1) a.counts[blockIdx.x] = v;
+        return;
+    }
+    eg_i64 row = v - mine;
+    for (eg_i64 b = 0; b < blockIdx.x; b++) row += a.counts[b];
+    eg_i64 *out = (eg_i64 *)a.out;
+    for (eg_i64 e = lo; e < hi; e++) {
+        eg_i64 rest = e, off = 0;
+        for (int d = a.ndim - 1; d >= 0; d--) {
+            const eg_i64 q = d ? rest / a.shape[d] : 0;
+            off += (rest - q * a.shape[d]) * a.strides[d];
+            rest = q;
+        }
+        if (!Op::truth(x[off])) continue;
+        rest = e;
+        for (int d = a.ndim - 1; d >= 0; d--) {
+            const eg_i64 q = d ? rest / a.shape[d] : 0;
+            out[row * a.ndim + d] = rest - q * a.shape[d];
+            rest = q;
+        }
+        row++;
+    }
+}
+
+#define EG_NONZERO_KERNEL(name, Op) \
+    EG_KERNEL(name, eg_nonzero_args) { eg_nonzero<Op>(args); }
 
 #endif /* EG_INDEX_H */
