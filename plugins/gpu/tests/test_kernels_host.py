@@ -54,8 +54,9 @@ class HostKernels:
 
     @staticmethod
     def args_type(kernel: str) -> str:
+        """eg_<family>_args, but the elementwise families' flat / strided structs (abi.h)."""
         family = kernel.split("_")[1]
-        if family in ("fill", "random", "reduce", "scan", "sort", "search", "index", "matmul", "nonzero"):
+        if family not in ("unary", "binary", "copy", "where"):
             return f"eg_{family}_args"
         return "eg_strided_args" if "_strided" in kernel else "eg_flat_args"
 
