@@ -68,7 +68,9 @@
  *   Block EG_BLOCK threads exactly in the block modes (the tree is the block's), any 1-d grid.
  *   The result depends on the mode and the shape only, so choose the mode from the shape alone
  *   (never from the device), e.g.:
- *     EG_REDUCE_THREAD  n_red <= 64: one thread per output, its row in order; grid ceil(n_out / 256)
+ *     EG_REDUCE_THREAD  n_red <= 64, or many outputs whose kept dim is x's unit stride (a column
+ *                       sum: neighbouring threads read neighbouring elements): one thread per
+ *                       output, its row in order; grid ceil(n_out / 256)
  *     EG_REDUCE_BLOCK   one block per output (grid min(n_out, 65535)): thread t takes elements
  *                       t, t + 256, ... in order, then the block's 256 accumulators are halved
  *     EG_REDUCE_PARTS + EG_REDUCE_FINISH   few long rows (n_out < 64 and n_red > 65536): parts =
