@@ -56,14 +56,18 @@ def fill_words(dtype: dtypes.DType, value: Any) -> tuple[int, int]:
     return struct.unpack("<2Q", data.ljust(16, b"\0"))
 
 
+def _flat_launch(layer: OpLayer, names: dict[str, tuple[str, ...]], out: Any) -> tuple[Any, int, Any]:
+    """(device ops, out's checked first address, the flat32 or flat64 kernel of out's dtype)."""
+    ops = layer.device_ops(out)
+    return ops, layer.flat_output(ops, out), layer.kernel(ops, names[out._dtype.name][out._numel > abi.INDEX32_MAX])
+
+
 def _full(layer: OpLayer, names: dict[str, tuple[str, ...]]) -> Any:
     def full(out: Any, *, value: Any) -> None:
         n = out._numel
         if not n:
             return
-        ops = layer.device_ops(out)
-        address = layer.flat_output(ops, out)
-        kernel = layer.kernel(ops, names[out._dtype.name][0 if n <= abi.INDEX32_MAX else 1])
+        ops, address, kernel = _flat_launch(layer, names, out)
         vector = max(1, 16 // out._dtype.itemsize)
         kernel(ops.grid(-(-n // vector)), (abi.BLOCK, 1, 1),
                {"out": address, "n": n, "value": fill_words(out._dtype, value)})
@@ -83,9 +87,7 @@ def _random(layer: OpLayer, kind: str, names: dict[str, tuple[str, ...]]) -> Any
         n = out._numel
         if not n:
             return
-        ops = layer.device_ops(out)
-        address = layer.flat_output(ops, out)
-        kernel = layer.kernel(ops, names[out._dtype.name][0 if n <= abi.INDEX32_MAX else 1])
+        ops, address, kernel = _flat_launch(layer, names, out)
         a, b = parameters[first], parameters[second]
         args = {"out": address, "n": n, "seed": seed, "offset": offset}
         if kind == "integers":
