@@ -33,7 +33,8 @@ from ember_gpu import abi
 from ember_gpu.build import read_index
 from ember_gpu.launch import Kernel
 
-FAMILIES = ("ember_gpu.ops_elementwise", "ember_gpu.ops_creation", "ember_gpu.blas")  # one module per kernel family
+FAMILIES = ("ember_gpu.ops_elementwise", "ember_gpu.ops_creation", "ember_gpu.ops_matmul", "ember_gpu.ops_sort",
+            "ember_gpu.ops_index")  # one module per kernel family
 ELEMENTWISE_VARIANTS = ("flat32", "flat64", "strided32", "strided64")  # the order ``elementwise`` indexes
 FLAT_VARIANTS = ("flat32", "flat64")
 VECTOR_BYTES = 16  # the flat kernels move 16 bytes of the widest operand per thread and step
@@ -205,7 +206,7 @@ def _flat_scalars(strides: list[list[int]]) -> int | None:
 
 def _argument_type(kernel: str) -> str:
     family = kernel.split("_", 2)[1]
-    if family in ("fill", "random"):
+    if family not in ("unary", "binary", "copy", "where"):  # every family but the elementwise ones has its own
         return f"eg_{family}_args"
     return "eg_strided_args" if "_strided" in kernel else "eg_flat_args"
 
