@@ -14,6 +14,7 @@ from ember_gpu.ops import Entry, OpLayer
 SHARED_ROW = 1024  # rows up to this many elements sort in shared memory, longer ones in scratch
 PAIR_BYTES = 16  # a (key, index) pair of the scratch buffer
 MAX_GRID = 65535
+SCRATCH_BYTES = 256 << 20  # long rows: fewer blocks (each loops over rows) rather than more scratch than this
 
 
 def _rows_layout(x: Any, out: Any) -> tuple[list[int], list[int], list[int]] | None:
@@ -36,8 +37,8 @@ def _sort(layer: OpLayer, op: str) -> Any:
         n = shape[-1]
         rows = out._numel // n
         ops = layer.device_ops(out)
-        grid = min(rows, MAX_GRID)
         width = 1 << (n - 1).bit_length()
+        grid = min(rows, MAX_GRID, max(1, SCRATCH_BYTES // (width * PAIR_BYTES)) if n > SHARED_ROW else MAX_GRID)
         scratch = ops.device.memory.alloc(grid * width * PAIR_BYTES) if n > SHARED_ROW else None
         try:
             layer.kernel(ops, f"eg_sort_{op}_{x._dtype.name}")((grid, 1, 1), (abi.BLOCK, 1, 1), {
