@@ -106,6 +106,9 @@ def test_searchsorted_matches_ember_cpu(side: str) -> None:
             x2 = _values(dtype, shape, rng)
             got = em.searchsorted(x1.to_device("cuda:0"), lay(x2.to_device("cuda:0")), side=side)
             _same(got, em.searchsorted(x1, lay(x2), side=side), f"searchsorted {dtype} {shape} {side}")
+        empty = _values(dtype, (0,), rng)
+        got = em.searchsorted(empty.to_device("cuda:0"), x2.to_device("cuda:0"), side=side)
+        _same(got, em.searchsorted(empty, x2, side=side), f"searchsorted {dtype} empty x1 {side}")
         stepped = em.sort(_values(dtype, (30,), rng))[::3]
         got = em.searchsorted(stepped.to_device("cuda:0"), x2.to_device("cuda:0"), side=side)
         _same(got, em.searchsorted(stepped, x2, side=side), f"searchsorted {dtype} strided x1 {side}")

@@ -67,7 +67,8 @@ def _searchsorted(layer: OpLayer) -> Any:
             shape, value_strides, out_strides = [1], [0], [0]
         ops = layer.device_ops(out)
         layer.kernel(ops, f"eg_search_searchsorted_{x1._dtype.name}")(ops.grid(count), (abi.BLOCK, 1, 1), {
-            "out": layer.address(ops, out), "x1": layer.address(ops, x1), "values": layer.address(ops, x2),
+            "out": layer.address(ops, out), "x1": layer.address(ops, x1) if x1._numel else 0,  # empty: not read
+            "values": layer.address(ops, x2),
             "n": x1._numel, "x1_stride": x1._strides[0] if x1._shape else 0, "count": count, "shape": shape,
             "value_strides": value_strides, "out_strides": out_strides, "ndim": len(shape), "right": int(right)})
         return None
