@@ -105,7 +105,11 @@ def _release_pool(device: Device) -> None:
 
 
 def forget_device_types(device_types: tuple[str, ...]) -> None:
-    """Drop what devices of these types cached about their backend (it was unregistered)."""
+    """Drop what devices of these types cached about their backend (it was unregistered), and the
+    core's cached scalar tensors on them."""
+    from ember_core.ops.families import forget_constants
+
+    forget_constants(device_types)
     for device in list(Device._interned.values()):
         if device.type in device_types:
             _release_pool(device)

@@ -540,3 +540,22 @@ def test_a_device_without_any_kernel_runs_everything_through_the_fallback():
         assert {"full", "copy", "multiply", "sum"} <= ops | {"full"}
     finally:
         plugins.unregister(backend.name)
+
+
+def test_forgetting_a_device_type_drops_the_core_scalars_cached_on_it(toy):
+    """A backend reset or unregistered frees its memory: the core's cached 0-d constants on its devices
+    must not outlive it (a later kernel would read freed memory)."""
+    from ember_core.device import forget_device_types
+    from ember_core.ops import families
+
+    x = em.asarray([1.0, 2.0], device="toy")
+    with em.fallback_policy("allow"):
+        x * 1.5  # caches the scalar 1.5 on toy
+
+    def on_toy() -> list:
+        return [k for k in (*families._constants, *families._scalar_operands)
+                if any(getattr(part, "type", None) == "toy" for part in k)]
+
+    assert on_toy()
+    forget_device_types(("toy",))
+    assert not on_toy()

@@ -208,6 +208,14 @@ _scalar_operands: dict[tuple[Any, ...], Tensor] = {}
 _PYTHON_SCALARS = (bool, int, float, complex)
 
 
+def forget_constants(device_types: tuple[str, ...]) -> None:
+    """Drop the cached scalar tensors of these device types (their backend was reset or
+    unregistered: its memory is gone)."""
+    for cache, device_at in ((_constants, -1), (_scalar_operands, -2)):
+        for key in [k for k in cache if k[device_at].type in device_types]:
+            del cache[key]
+
+
 def scalar_operand(value: Any, partner: Tensor) -> Tensor:
     """A Python scalar meeting a tensor: the constant of the dtype it takes next to the partner,
     broadcast to the partner's shape.  Cached whole, so a repeated ``x * 1.5`` costs one lookup."""
