@@ -161,3 +161,13 @@ def test_mean_var_std_count_nonzero_run_natively() -> None:
     for fn in (em.mean, em.var, em.std, em.count_nonzero):
         _close(fn(device, axis=1), fn(x, axis=1), fn.__name__)
     assert not em.fallback_report(), em.fallback_report()
+
+
+def test_matmul_layouts_the_blas_declines_run_on_contiguous_copies() -> None:
+    """A reversed or unit-stride-less operand: copied contiguous on the device, not the CPU fallback."""
+    base = em.asarray(np.arange(64.0, dtype=np.float32).reshape(8, 8) / 8)
+    device = base.to_device("cuda:0")
+    layouts = ((lambda t: t[:4, :4][::-1], lambda t: t[:4, :4]), (lambda t: t[:4, ::2], lambda t: t[4:, 4:].mT))
+    for lay_a, lay_b in layouts:  # a negative stride; no unit stride (blas declines both)
+        got = em.matmul(lay_a(device), lay_b(device))
+        _close(got, em.matmul(lay_a(base), lay_b(base)), f"matmul strides {lay_a(base).strides} {lay_b(base).strides}")
