@@ -171,3 +171,16 @@ def test_matmul_layouts_the_blas_declines_run_on_contiguous_copies() -> None:
     for lay_a, lay_b in layouts:  # a negative stride; no unit stride (blas declines both)
         got = em.matmul(lay_a(device), lay_b(device))
         _close(got, em.matmul(lay_a(base), lay_b(base)), f"matmul strides {lay_a(base).strides} {lay_b(base).strides}")
+
+
+def test_layouts_of_more_dims_than_a_kernel_walks_run_on_contiguous_copies() -> None:
+    """Ten dims that no two merge (every other one reversed): the kernels walk at most eight."""
+    rng = np.random.default_rng(13)
+    base = _values("sum", "float32", (2, 3) * 5, rng)
+    flips = tuple(slice(None, None, -1) if i % 2 else slice(None) for i in range(10))
+    x, device = base[flips], base.to_device("cuda:0")[flips]
+    for axis in ((1, 3, 5, 7, 9), (0, 9), None):
+        _close(em.sum(device, axis=axis), em.sum(x, axis=axis), f"sum axis={axis}")
+        _close(em.max(device, axis=axis), em.max(x, axis=axis), f"max axis={axis}")
+    _close(em.argmin(device, axis=4), em.argmin(x, axis=4), "argmin")
+    _close(em.cumulative_sum(device, axis=3), em.cumulative_sum(x, axis=3), "cumulative_sum")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ember_core.errors import KernelError
+from ember_core.ops.families import empty
 from ember_core.tensor import span
 from ember_core.views import coalesce
 from ember_gpu import abi
@@ -167,6 +168,16 @@ class OpLayer:
             moved = [p + sum(i * step for i, step in zip(at, st)) * size
                      for p, st, size in zip(pointers, strides, itemsizes)]
             kernel(grid, (abi.BLOCK, 1, 1), {"out": moved[0], "in": moved[1:], "n": count, "layout": layout})
+
+    def contiguous(self, t: Any) -> Any:
+        """t itself when contiguous, else a contiguous copy on its device (its dtype's copy kernel):
+        for the kernels that take fewer layouts than the core hands them."""
+        if t._contig:
+            return t
+        dense = empty(t._shape, t._dtype, t._device)
+        name = t._dtype.name
+        self.elementwise(kernel_names(f"eg_copy_{name}_to_{name}"), dense, t)
+        return dense
 
     def flat_output(self, ops: DeviceOps, out: Any) -> int:
         """The address of a kernel's contiguous output (fill, random write n elements from it)."""

@@ -7,10 +7,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ember_core.ops.families import empty
 from ember_core.views import coalesce
 from ember_gpu import abi, blas
-from ember_gpu.ops import Entry, OpLayer, kernel_names
+from ember_gpu.ops import Entry, OpLayer
 from ember_gpu.ops_sort import built_dtypes
 
 
@@ -40,15 +39,6 @@ def _integer_matmul(layer: OpLayer) -> Any:
     return matmul
 
 
-def _contiguous(layer: OpLayer, t: Any) -> Any:
-    """t itself when contiguous, else a contiguous copy on its device (its dtype's copy kernel)."""
-    if t._contig:
-        return t
-    dense = empty(t._shape, t._dtype, t._device)
-    layer.elementwise(kernel_names(f"eg_copy_{t._dtype.name}_to_{t._dtype.name}"), dense, t)
-    return dense
-
-
 def kernels(layer: OpLayer) -> dict[str, Entry]:
     floats, float_dtypes = blas.kernels(layer)["matmul"]
     integers = built_dtypes(layer, "eg_matmul_matmul")
@@ -59,7 +49,7 @@ def kernels(layer: OpLayer) -> dict[str, Entry]:
             return integer(out, a, b)
         done = floats(out, a, b)
         if done is NotImplemented:  # a layout the BLAS cannot walk (blas.Blas.matmul): contiguous operands it can
-            done = floats(out, _contiguous(layer, a), _contiguous(layer, b))
+            done = floats(out, layer.contiguous(a), layer.contiguous(b))
         return done
 
     return {"matmul": (matmul, float_dtypes | integers)}

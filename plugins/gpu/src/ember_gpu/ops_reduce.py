@@ -3,7 +3,7 @@ arg-reductions (argmax, argmin along the last dim, same kernels) and the scans (
 cumulative_prod along the last dim: eg_scan_<op>_<dtype>).  The kernel's mode is chosen from the
 shape alone (abi.h), so a result's bits never depend on the device; the two-pass mode's partials go
 through a scratch buffer, combined in order (deterministic, no atomics).  Kept and reduced dims are
-merged separately; a layout that still has more than EG_MAX_DIMS dims is declined."""
+merged separately; a layout that still has more than EG_MAX_DIMS dims runs on a contiguous copy."""
 
 from __future__ import annotations
 
@@ -28,25 +28,35 @@ MAX_GRID = 65535
 MANY_ROWS = 4096  # scans: this many rows run a thread per row
 
 
-def _launch_reduce(layer: OpLayer, name: str, out: Any, x: Any, nred: int) -> Any:
-    """Reduce the trailing ``nred`` dims of x into the contiguous out (kept dims in out's order)."""
-    n_out = out._numel
-    if not n_out:
-        return None
+def _reduce_layout(x: Any, nred: int) -> tuple[list[int], list[int], list[int], int] | None:
+    """(the kept strides, shape, strides, reduced dims) with the kept and the reduced dims merged
+    separately, or None when more than EG_MAX_DIMS dims remain."""
     split = x.ndim - nred
     kept, (kept_strides,) = coalesce(x._shape[:split], x._strides[:split])
     reduced, (reduced_strides,) = coalesce(x._shape[split:], x._strides[split:])
     if not reduced:  # nothing to reduce (axes=(), or only size-1 dims): each output is one element
         reduced, reduced_strides = [1], [0]
-    shape, strides = kept + reduced, kept_strides + reduced_strides
-    if len(shape) > abi.MAX_DIMS:
-        return NotImplemented
+    if len(kept) + len(reduced) > abi.MAX_DIMS:
+        return None
+    return kept_strides, kept + reduced, kept_strides + reduced_strides, len(reduced)
+
+
+def _launch_reduce(layer: OpLayer, name: str, out: Any, x: Any, nred: int) -> Any:
+    """Reduce the trailing ``nred`` dims of x into the contiguous out (kept dims in out's order)."""
+    n_out = out._numel
+    if not n_out:
+        return None
+    layout = _reduce_layout(x, nred)
+    if layout is None:  # walked in the same order contiguous: the same bits, in two or three dims
+        x = layer.contiguous(x)
+        layout = _reduce_layout(x, nred)
+    kept_strides, shape, strides, nred = layout  # type: ignore[misc]
     n_red = x._numel // n_out if x._numel else 0
     op = name.split("_")[2]
     ops = layer.device_ops(out)
     args = {"out": layer.address(ops, out), "x": layer.address(ops, x) if n_red else 0, "scratch": 0,
             "n_out": n_out, "n_red": n_red, "parts": 1, "shape": shape, "strides": strides,
-            "ndim": len(shape), "nred": len(reduced)}
+            "ndim": len(shape), "nred": nred}
     kernel = layer.kernel(ops, name)
     if n_out < FEW_OUTPUTS and n_red > LONG_ROW:
         parts = min(MAX_PARTS, -(-n_red // LONG_ROW))
@@ -86,9 +96,10 @@ def _scan(layer: OpLayer, op: str) -> Any:
         if not out._numel:
             return None
         layout = _rows_layout(x, out)
-        if layout is None:
-            return NotImplemented
-        shape, x_strides, out_strides = layout
+        if layout is None:  # out is contiguous (the core allocates it): x contiguous merges with it
+            x = layer.contiguous(x)
+            layout = _rows_layout(x, out)
+        shape, x_strides, out_strides = layout  # type: ignore[misc]
         n = shape[-1]
         rows = out._numel // n
         ops = layer.device_ops(out)
