@@ -4,6 +4,7 @@ table, the decline paths, and the installed plugin on ember-gpu's fake driver (`
 
 from __future__ import annotations
 
+import functools
 import gc
 from pathlib import Path
 
@@ -70,3 +71,23 @@ def fake_cuda(host_kernels):
         gc.collect()  # tensors of this test die now, not pooled into the next test's devices
         forget_device_types(("cuda",))
         PLUGIN.runtime.reset(opener=open_driver_or_fake)
+
+
+@pytest.fixture
+def no_claimed_op_falls_back(fake_cuda):
+    """fake_cuda, then the check that no op the build claims (those the composites call included)
+    ran through the CPU fallback: what the op tests on the fake hold every test to."""
+    import ember_core as em
+
+    em.reset_fallback_report()
+    yield fake_cuda
+    claimed = _claimed_ops()
+    fell_back = [entry for entry in em.fallback_report() if entry["op"] in claimed]
+    assert not fell_back, f"claimed ops ran through the CPU fallback: {fell_back}"
+
+
+@functools.cache
+def _claimed_ops() -> frozenset[str]:
+    from ember_gpu import ops
+
+    return frozenset(ops.claimed(ops.OpLayer(ops.kernel_index(ops.package_kernels("ember_cuda"))).table()))

@@ -23,7 +23,7 @@ from ember_core.ops.registry import REGISTRY
 ember_cuda = pytest.importorskip("ember_cuda")
 from ember_gpu import abi, ops  # noqa: E402
 
-pytestmark = pytest.mark.no_device
+pytestmark = [pytest.mark.no_device, pytest.mark.usefixtures("no_claimed_op_falls_back")]
 
 LAYER = ops.OpLayer(ops.kernel_index(ops.package_kernels("ember_cuda")))
 TABLE = LAYER.table()
@@ -55,14 +55,6 @@ LAYOUTS: dict[str, Callable[[Callable[[tuple[int, ...]], Any]], Any]] = {
     "0-d": lambda make: make(()),
 }
 
-
-@pytest.fixture(autouse=True)
-def no_fallback(fake_cuda):
-    """Every test here runs on the fake with host kernels and must not fall back for a claimed op."""
-    em.reset_fallback_report()
-    yield fake_cuda
-    fell_back = [entry for entry in em.fallback_report() if entry["op"] in TABLE]
-    assert not fell_back, f"claimed ops ran through the CPU fallback: {fell_back}"
 
 
 def _values(dtype: str, shape: tuple[int, ...], rng: np.random.Generator) -> Any:

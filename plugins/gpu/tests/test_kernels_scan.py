@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ember_gpu import gen_scan
+from ember_gpu import gen_reduce, gen_scan
 from test_kernels_host import HOST_DIR, NUMPY, HostKernels, comparable, epsilon, from_ember, to_ember
 from test_kernels_reduce import _data
 
@@ -15,7 +15,7 @@ import ember_core as em
 
 BLOCK = 256
 MODES = {"thread": 0, "block": 1}
-CASES = [(op, d.name) for op in gen_scan.OPS for d in gen_scan.registry_dtypes(op)]
+CASES = [(op, d.name) for op in gen_scan.OPS for d in gen_reduce.registry_dtypes(op)]
 
 
 @pytest.fixture(scope="module")

@@ -108,14 +108,20 @@ def accumulator_size(op: str, dtype: str) -> int:
     return {"bool": 1, "float": 4, "double": 8}.get(d.compute, d.bits // 8)
 
 
-def sources() -> dict[str, Source]:
+def op_sources(family: str, ops: dict[str, str], macro: str) -> dict[str, Source]:
+    """One source per op (``<family>_<op>``) of kernels ``eg_<family>_<op>_<dtype>``, each the
+    ``macro`` instantiated with the element op of the reduction ``ops[op]``, for the op's dtypes."""
     out = {}
-    for op in OPS:
+    for op, reduction in ops.items():
         parts, kernels = [HEADER], []
         for d in registry_dtypes(op):
-            name = f"eg_reduce_{op}_{d.name}"
-            parts.append(reduction_op(op, d, f"{name}_op"))
-            parts.append(f"EG_REDUCE_KERNEL({name}, {name}_op)\n\n")
+            name = f"eg_{family}_{op}_{d.name}"
+            parts.append(reduction_op(reduction, d, f"{name}_op"))
+            parts.append(f"{macro}({name}, {name}_op)\n\n")
             kernels.append(name)
-        out[f"reduce_{op}"] = Source("".join(parts), kernels)
+        out[f"{family}_{op}"] = Source("".join(parts), kernels)
     return out
+
+
+def sources() -> dict[str, Source]:
+    return op_sources("reduce", {op: op for op in OPS}, "EG_REDUCE_KERNEL")

@@ -5,20 +5,11 @@ running total is kept in ember-cpu's accumulator (gen_reduce's sum and prod op s
 
 from __future__ import annotations
 
-from ember_gpu.codegen import HEADER, Source
-from ember_gpu.gen_reduce import reduction_op, registry_dtypes
+from ember_gpu.codegen import Source
+from ember_gpu.gen_reduce import op_sources
 
 OPS = {"cumulative_sum": "sum", "cumulative_prod": "prod"}
 
 
 def sources() -> dict[str, Source]:
-    out = {}
-    for op, reduction in OPS.items():
-        parts, kernels = [HEADER], []
-        for d in registry_dtypes(op):
-            name = f"eg_scan_{op}_{d.name}"
-            parts.append(reduction_op(reduction, d, f"{name}_op"))
-            parts.append(f"EG_SCAN_KERNEL({name}, {name}_op)\n\n")
-            kernels.append(name)
-        out[f"scan_{op}"] = Source("".join(parts), kernels)
-    return out
+    return op_sources("scan", OPS, "EG_SCAN_KERNEL")
