@@ -245,6 +245,26 @@ def test_dropout_scales_kept_values_and_is_reproducible():
         nn.Dropout(1.5)
 
 
+def test_dropout_op_draws_bernoullis_mask_at_its_position_and_its_gradient_reuses_it():
+    x = em.asarray(np.linspace(-2, 2, 60).reshape(6, 10).astype(np.float32))
+    x.requires_grad = True
+    y = em.dropout(x, 0.4, seed=11, offset=5)
+    at = em.random.Generator("cpu", 11)
+    at.set_state((11, 5))
+    keep = np.asarray(em.bernoulli(em.full((), 0.6, dtype=em.float32), x.shape, generator=at))
+    expected = np.where(keep, np.asarray(x.detach()) * np.float32(1 / 0.6), 0.0)
+    np.testing.assert_array_equal(np.asarray(y.detach()), expected)
+    y.backward(em.ones_like(y))
+    np.testing.assert_array_equal(np.asarray(x.grad), np.where(keep, np.float32(1 / 0.6), 0.0))
+
+
+@pytest.mark.parametrize("kwargs", [{"p": 1.0}, {"p": -0.1}, {"seed": -1}, {"offset": 2**64}, {"seed": 1.5}])
+def test_dropout_op_refuses_arguments_outside_its_domain(kwargs):
+    args = {"p": 0.5, "seed": 0, "offset": 0, **kwargs}
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        em.dropout(em.ones(3), args.pop("p"), **args)
+
+
 # ---- Module machinery -------------------------------------------------------------------------------
 
 class Net(nn.Module):

@@ -8,8 +8,9 @@ import math
 from typing import Any
 
 import ember_core as em
+from ember_core import random
 from ember_core.autograd import no_grad
-from ember_core.errors import DTypeError, IndexOutOfRangeError, ShapeError
+from ember_core.errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError
 from ember_core.ops.nn_families import REDUCTIONS
 from ember_core.tensor import Tensor
 
@@ -51,8 +52,11 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator: Any = N
         return x
     if p == 1.0:
         return x * 0.0
-    keep = em.bernoulli(1.0 - p, x.shape, device=x.device, generator=generator)
-    return em.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+    generator = generator or random.default_generator(x.device)
+    if generator.device is not x.device:
+        raise DeviceError(f"dropout: the generator is for {generator.device}, x is on {x.device}")
+    seed, offset = generator.advance(random.blocks_for("uniform", 4, x.size))  # float32 uniforms: the mask
+    return em.dropout(x, p, seed=seed, offset=offset)
 
 
 def embedding(indices: Tensor, weight: Tensor) -> Tensor:

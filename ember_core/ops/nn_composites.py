@@ -579,3 +579,18 @@ def nll_loss_grad(grad_output: Any, target: Any, weight: Any = None, /, *, n_cla
         return -coef * grad_output
     # ignored rows get zeros, also when no row counts (0 * (g / 0) would be NaN), as in PyTorch
     return ops.where(expand_dims(target != ignore_index, axis=-1), -coef * (grad_output / divisor), 0.0)
+
+
+# ---- dropout -------------------------------------------------------------------------------------
+
+def dropout(x: Any, /, p: float, *, seed: int, offset: int) -> Any:
+    """bernoulli's mask drawn at the Philox position (seed, offset) from a generator placed there,
+    so a native kernel that reads the same stream agrees to the bit."""
+    from ember_core import dtypes as dt
+    from ember_core.random import Generator
+
+    ops = _ops()
+    at = Generator(x.device, seed)
+    at.set_state((seed, offset))
+    keep = ops.bernoulli(ops.full((), 1.0 - p, dtype=dt.float32, device=x.device), x.shape, generator=at)
+    return ops.where(keep, x * (1.0 / (1.0 - p)), 0.0)

@@ -431,6 +431,25 @@ def _group_norm_affine_grad(schema: OpSchema, a: dict[str, Any]) -> Call:
                 {"num_groups": a["num_groups"], "eps": eps}, {"eps": eps})
 
 
+# ---- dropout ------------------------------------------------------------------------------------
+
+_PHILOX_RANGE = range(2**64)
+
+
+def _dropout(schema: OpSchema, a: dict[str, Any]) -> Call:
+    (x,) = _tensors(schema, x=a["x"])
+    p = a["p"]
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise ValueError(f"{schema.name}: p must be a float in [0, 1), got {p!r} (nn.functional.dropout handles p=1)")
+    for name in ("seed", "offset"):
+        value = a[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value not in _PHILOX_RANGE:
+            raise ValueError(f"{schema.name}: {name} must be an int in [0, 2**64), got {value!r}; "
+                             f"nn.functional.dropout reserves them from a generator")
+    attrs = {"p": float(p), "seed": a["seed"], "offset": a["offset"]}
+    return Call(x.shape, (x,), attrs, attrs)
+
+
 # ---- the builder ----------------------------------------------------------------------------------
 
 _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
@@ -443,6 +462,7 @@ _PREPARE: dict[str, Callable[[OpSchema, dict[str, Any]], Call]] = {
     "layer_norm": _layer_norm, "layer_norm_input_grad": _layer_norm_input_grad,
     "layer_norm_affine_grad": _layer_norm_affine_grad, "group_norm": _group_norm,
     "group_norm_input_grad": _group_norm_input_grad, "group_norm_affine_grad": _group_norm_affine_grad,
+    "dropout": _dropout,
 }
 
 
@@ -488,4 +508,4 @@ def _written(targets: tuple[Tensor, ...], written: tuple[Tensor, ...]) -> None:
             copy_into(target, t)  # moves the version itself
 
 
-BUILDERS.update({family: _build for family in ("conv", "linear", "pool", "softmax", "loss", "norm")})
+BUILDERS.update({family: _build for family in ("conv", "linear", "pool", "softmax", "loss", "norm", "dropout")})

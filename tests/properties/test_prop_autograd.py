@@ -448,10 +448,17 @@ def _norm(draw: Any, op: str) -> Call:
                 lambda g, a, *w: em.ops.call(op, g, a, parameter, *w, eps=eps))
 
 
+def _dropout(draw: Any, op: str) -> Call:
+    """A fixed mask (the same Philox position each evaluation) keeps dropout linear in x."""
+    p = draw(st.sampled_from([0.0, 0.25, 0.5, 0.9]))
+    seed, offset = draw(st.integers(0, 2**64 - 1)), draw(st.integers(0, 2**40))
+    return Call([Input(draw(small_shapes()))], lambda x: em.dropout(x, p, seed=seed, offset=offset))
+
+
 FAMILY_CALLS: dict[str, Callable[[Any, str], Call]] = {
     "unary": _unary, "binary": _binary, "reduction": _reduction, "scan": _scan, "sort": _sort, "matmul": _matmul,
     "take": _take, "where": _where, "copy": _copy, "view": _views, "conv": _conv, "linear": _linear, "pool": _pool,
-    "softmax": _softmax, "loss": _nll, "norm": _norm,
+    "softmax": _softmax, "loss": _nll, "norm": _norm, "dropout": _dropout,
 }
 OP_CALLS: dict[str, Callable[[Any, str], Call]] = {
     **dict.fromkeys(["mean", "var", "std"], _reduction), "clip": _clip, "vecdot": _vecdot, "tensordot": _tensordot,
