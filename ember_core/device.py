@@ -98,9 +98,14 @@ def empty_cache() -> None:
 
 
 def _release_pool(device: Device) -> None:
-    pool, device._pool = device._pool, {}
-    for blocks in pool.values():
-        for handle in blocks:
+    """Free the recycled blocks, emptying each list in place: live storages keep a reference to
+    their size's list and put their block there when they die."""
+    for blocks in list(device._pool.values()):
+        while blocks:
+            try:
+                handle = blocks.pop()
+            except IndexError:  # another thread took the last one
+                break
             device._free(device, handle)
 
 

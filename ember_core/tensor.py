@@ -35,26 +35,32 @@ class Storage:
     op).  ``ember_core.empty_cache()`` hands them to the backend's free hook.
     """
 
-    __slots__ = ("__weakref__", "device", "free", "handle", "nbytes", "pooled", "version")
+    __slots__ = ("__weakref__", "blocks", "device", "free", "handle", "nbytes", "version")
 
     def __init__(self, device: Device, nbytes: int, handle: Any = None) -> None:
         self.free = None  # set last: a failed allocation must not be freed
-        if nbytes > MAX_BYTES:
-            raise MemoryError(f"cannot allocate {nbytes} bytes on {device}: beyond any address space (2**57 bytes)")
-        alloc = device._alloc
-        if alloc is None:
-            device.backend  # noqa: B018  (resolves the backend and caches its hooks, or explains why not)
+        # blocks: the device's list of freed blocks of this size, where __del__ returns the handle
+        self.blocks = blocks = None if handle is not None or nbytes > _SMALL_BLOCK else device._pool.get(nbytes)
+        if blocks:
+            try:
+                handle = blocks.pop()
+            except IndexError:  # another thread took the last one
+                pass
+        if handle is None:
+            if nbytes > MAX_BYTES:
+                raise MemoryError(f"cannot allocate {nbytes} bytes on {device}: beyond any address space (2**57 bytes)")
             alloc = device._alloc
+            if alloc is None:
+                device.backend  # noqa: B018  (resolves the backend and caches its hooks, or explains why not)
+                alloc = device._alloc
+            if blocks is None and nbytes <= _SMALL_BLOCK:
+                self.blocks = device._pool.setdefault(nbytes, [])
+            handle = alloc(device, nbytes)
+        elif device._free is None:  # a caller's handle (from_numpy...) on a device not yet resolved
+            device.backend  # noqa: B018
         self.device = device
         self.nbytes = nbytes
         self.version = 0
-        self.pooled = handle is None and nbytes <= _SMALL_BLOCK
-        if handle is None:
-            blocks = device._pool.get(nbytes) if self.pooled else None
-            try:
-                handle = blocks.pop() if blocks else alloc(device, nbytes)
-            except IndexError:  # another thread took the last one
-                handle = alloc(device, nbytes)
         self.handle = handle
         self.free = device._free
 
@@ -62,11 +68,11 @@ class Storage:
         free = getattr(self, "free", None)  # unset when __init__ never ran (or failed before its first line)
         if free is not None:
             self.free = None
-            if self.pooled and self.device._free is free:  # (not if its backend was since unregistered)
-                blocks = self.device._pool.setdefault(self.nbytes, [])
-                if len(blocks) < _BLOCKS_PER_SIZE:
-                    blocks.append(self.handle)
-                    return
+            blocks = self.blocks
+            # (not into the pool if its backend was since unregistered: device._free changed)
+            if blocks is not None and len(blocks) < _BLOCKS_PER_SIZE and self.device._free is free:
+                blocks.append(self.handle)
+                return
             try:
                 free(self.device, self.handle)
             except Exception:  # a finalizer must not raise; the backend is already told by contract

@@ -314,7 +314,8 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         device = x1._device
         if x2._device is not device:
             same_device(schema, x1, x2)
-        compute, out_dtype, choice, kernel = planned(x1, x2, device)
+        p = plans.get((x1._dtype, x2._dtype, device, _state.prefs))  # (planned(), inlined: the hot path)
+        compute, out_dtype, choice, kernel = p or planned(x1, x2, device)
         if x1._dtype is not compute:
             x1 = cast(x1, compute)
         if x2._dtype is not compute:

@@ -95,7 +95,9 @@ def _binary(name: str, code: int) -> Callable[..., None]:
     flat, strided = lib.ember_cpu_binary_flat, lib.ember_cpu_binary
 
     def kernel(out: Any, a: Any, b: Any) -> None:
-        a_step, b_step = _flat_step(a), _flat_step(b)
+        # _flat_step of both, inlined for the contiguous case: the per-op hot path
+        a_step = 1 if a._contig else _flat_step(a)
+        b_step = 1 if b._contig else _flat_step(b)
         if a_step >= 0 and b_step >= 0:
             status = flat(code, a._dtype.code, out._numel, out._storage.handle, out._offset,
                           a._storage.handle, a._offset, a_step, b._storage.handle, b._offset, b_step)
