@@ -329,6 +329,14 @@ def _namespace() -> dict[str, Any]:
 
 
 _NAMESPACE: dict[str, Any] = {}
+_PYTHON_SCALARS = (int, float, complex)
+
+
+def _backward_globals() -> dict[str, Any]:
+    """What generated backward functions see: the ops namespace of the formulas, and the helpers."""
+    if not _NAMESPACE:
+        _NAMESPACE.update(_namespace(), scalar_tensor=scalar_tensor, _PYTHON_SCALARS=_PYTHON_SCALARS)
+    return _NAMESPACE
 
 
 # ---- compiled derivatives of one op --------------------------------------------------------------
@@ -402,16 +410,43 @@ class Derivative:
         reads_for = {self.names[i] for i, _ in inputs}
         reads = {n for name in reads_for for n in self.reads[name]}
         positions = {n: i for i, n in enumerate(self.names)}
+        order = tuple((self.names[i], j) for i, j in inputs)
+        terms = tuple((t, code) for t, code in self.terms if any(t in self.term_uses[n] for n in reads_for))
+        read = tuple(positions[n] for n in self.tensor_params if n in reads)
         return Recipe(
             inputs=tuple(inputs),
             single=inputs[0][0] if len(inputs) == 1 and inputs[0][1] < 0 else -1,
-            order=tuple((self.names[i], j) for i, j in inputs),
-            read=tuple(positions[n] for n in self.tensor_params if n in reads),
+            order=order,
+            read=read,
             dropped=tuple(positions[n] for n in self.tensor_params if n not in reads),
             reads_result="result" in reads,
-            terms=tuple((t, code) for t, code in self.terms if any(t in self.term_uses[n] for n in reads_for)),
+            terms=terms,
             wanted=frozenset(reads_for),
+            gradients=self._generate(order, [t for t, _ in terms], [self.names[i] for i in read], frozenset(reads_for)),
         )
+
+    def _generate(self, order: tuple[tuple[str, int], ...], terms: list[str], read: list[str],
+                  wanted: frozenset[str]) -> Callable[..., list[Any]]:
+        """The backward of one recipe as a Python function generated from the TOML expressions:
+        the formulas it needs, written out in order, each evaluated once (a dict scope and an
+        ``eval`` per formula cost more than the arithmetic of a small op).  Python scalar operands
+        that the formulas read join the math as 0-d tensors of the gradient's dtype."""
+        schema = self.schema
+        texts = {**schema.derivative_terms, **schema.derivatives}
+        lines = ["def gradients(values, grad, result):", f"    ({', '.join(self.names)},) = values"]
+        for name in read:
+            lines.append(f"    if {name}.__class__ in _PYTHON_SCALARS: {name} = scalar_tensor({name}, grad._dtype, "
+                         f"grad._device)")
+        lines += [f"    {name} = ({texts[name]})" for name in terms]
+        computed = dict.fromkeys(name for name, _ in order)
+        lines += [f"    _d_{name} = ({texts[name]})" for name in computed]
+        lines.append("    return [" + ", ".join(f"_d_{name}" if index < 0 else f"_d_{name}[{index}]"
+                                            for name, index in order) + "]")
+        source = "\n".join(lines)
+        code = compile(source, f"<{schema.file}: backward of {schema.name} for {', '.join(computed)}>", "exec")
+        scope = {**_backward_globals(), "wanted": wanted}
+        exec(code, scope)
+        return scope["gradients"]
 
 
 def _is_list(annotation: str) -> bool:
@@ -438,6 +473,7 @@ class Recipe(NamedTuple):
     reads_result: bool
     terms: tuple[tuple[str, Any], ...]  # the derivative terms those formulas need, in order
     wanted: frozenset[str]  # the names of the params given a gradient (``wanted`` in formulas)
+    gradients: Callable[..., list[Any]]  # (values, grad, result) -> the input gradients in ``order``
 
 
 def check_schema(schema: OpSchema) -> None:
@@ -561,32 +597,11 @@ class FormulaNode(Node):
         self.values = values
 
     def backward(self, grads: list[Tensor | None]) -> list[Any]:
-        grad = grads[0]  # one output, so the engine calls this only with its gradient
-        deriv = self.deriv
-        scope = dict(zip(deriv.names, self.values))
-        for name in deriv.tensor_params:  # a Python scalar operand joins the math as a 0-d tensor
-            value = scope[name]
-            if value.__class__ in (int, float, complex):
-                scope[name] = scalar_tensor(value, grad._dtype, grad._device)
-        scope["grad"] = grad
-        if self.result_alias is not None:
-            result = self.result_alias
-            if MODE.enabled and isinstance(result, Tensor):  # create_graph: differentiable again, through this node
-                result = result._view(result._shape, result._strides, result._offset)
-                attach([result], self)
-            scope["result"] = result
-        ns = _NAMESPACE or _NAMESPACE.update(_namespace()) or _NAMESPACE
-        scope["wanted"] = self.recipe.wanted
-        for name, code in self.recipe.terms:
-            scope[name] = eval(code, ns, scope)
-        out: list[Any] = []
-        cache: dict[str, Any] = {}
-        for name, index in self.recipe.order:
-            if name not in cache:
-                cache[name] = eval(deriv.formulas[name], ns, scope)
-            value = cache[name]
-            out.append(value[index] if index >= 0 else value)
-        return out
+        result = self.result_alias
+        if MODE.enabled and result.__class__ is Tensor:  # create_graph: differentiable again, through this node
+            result = result._view(result._shape, result._strides, result._offset)
+            attach([result], self)
+        return self.recipe.gradients(self.values, grads[0], result)  # one output: the engine passes its gradient
 
     def release(self) -> None:
         super().release()
