@@ -67,6 +67,7 @@ class GpuDevice:
         self.stream = stream[0]
         self.max_grid = tuple(self.attributes[f"max_grid_dim_{axis}"] for axis in "xyz")
         self.max_block = tuple(self.attributes[f"max_block_dim_{axis}"] for axis in "xyz")
+        self.max_threads_per_block = self.attributes["max_threads_per_block"]
         self.launch_blocking = os.environ.get("EMBER_LAUNCH_BLOCKING", "0") not in ("", "0")
         self.memory = Allocator(self)
         self.staging = Staging(self)
@@ -118,10 +119,9 @@ class GpuDevice:
     def launch(self, function: Any, kernel: str, grid: tuple[int, int, int], block: tuple[int, int, int],
                shared_bytes: int, extra: Any) -> None:
         """Queue one kernel; with EMBER_LAUNCH_BLOCKING=1, wait for it so an error names this kernel."""
-        threads = block[0] * block[1] * block[2]
-        if (any(not 0 < g <= m for g, m in zip(grid, self.max_grid))
-                or any(not 0 < b <= m for b, m in zip(block, self.max_block))
-                or threads > self.attributes["max_threads_per_block"]):
+        (gx, gy, gz), (bx, by, bz), (mgx, mgy, mgz), (mbx, mby, mbz) = grid, block, self.max_grid, self.max_block
+        if not (0 < gx <= mgx and 0 < gy <= mgy and 0 < gz <= mgz and 0 < bx <= mbx and 0 < by <= mby
+                and 0 < bz <= mbz and bx * by * bz <= self.max_threads_per_block):
             raise KernelError(f"{self.vendor.package}: {kernel} launched with grid {grid} and block {block}, beyond "
                               f"{self}'s limits (grid {self.max_grid}, block {self.max_block}, "
                               f"{self.attributes['max_threads_per_block']} threads); a bug in the op layer")

@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ember_core.errors import KernelError
 from ember_core.ops.families import empty
@@ -41,18 +41,30 @@ FLAT_VARIANTS = ("flat32", "flat64")
 VECTOR_BYTES = 16  # the flat kernels move 16 bytes of the widest operand per thread and step
 BLOCKS_PER_SM = 2048 // abi.BLOCK  # resident blocks of EG_BLOCK threads on one multiprocessor
 WAVES = 4  # grid-stride kernels get at most this many waves of resident blocks
+_BLOCK = (abi.BLOCK, 1, 1)
 
 Entry = tuple[Callable[..., Any], frozenset[str]]  # a kernel and the dtypes it serves
 
 
-class DeviceOps:
-    """What the op layer keeps per open device: its launch.Kernel objects and its grid limit."""
+class FlatLaunch(NamedTuple):
+    """An elementwise op's flat kernels on one device, for 32- and 64-bit indices, and how many
+    elements one thread moves per step (VECTOR_BYTES of the widest operand)."""
 
-    __slots__ = ("device", "grid_limit", "kernels")
+    narrow: Kernel
+    wide: Kernel
+    vector: int
+
+
+class DeviceOps:
+    """What the op layer keeps per open device: its launch.Kernel objects, its elementwise ops'
+    flat launches (the small-op hot path: found with one lookup) and its grid limit."""
+
+    __slots__ = ("device", "flat", "grid_limit", "kernels")
 
     def __init__(self, device: Any) -> None:
         self.device = device
         self.kernels: dict[str, Kernel] = {}
+        self.flat: dict[tuple[str, ...], FlatLaunch] = {}
         self.grid_limit = min(device.attributes["multiprocessor_count"] * BLOCKS_PER_SM * WAVES, device.max_grid[0])
 
     def grid(self, items: int) -> tuple[int, int, int]:
@@ -117,7 +129,9 @@ class OpLayer:
             raise KernelError(f"{self.package}: a tensor handed to a kernel on {ops.device} is not a live "
                               f"allocation of that device ({handle!r}; a bug in the caller)")
         found = t._native
-        if found is None:
+        if found is None and t._contig and not t._offset and t._numel * t._dtype.itemsize <= handle.nbytes:
+            found = t._native = handle.pointer  # a whole allocation from its start (every op's output)
+        elif found is None:
             lo, hi = span(t._shape, t._strides, t._offset)
             itemsize = t._dtype.itemsize
             if lo < 0 or (hi + 1) * itemsize > handle.nbytes:
@@ -136,19 +150,24 @@ class OpLayer:
         if not n:
             return
         ops = self.device_ops(out)
-        tensors = (out, *inputs)
-        pointers = [self.address(ops, t) for t in tensors]
+        address = self.address
         scalars = _contiguous_scalars(out, inputs)
         if scalars is None:  # not the common case: merged dims may still be flat
+            tensors = (out, *inputs)
             shape, strides = coalesce(out._shape, *[t._strides for t in tensors])
             scalars = _flat_scalars(strides) if len(shape) < 2 else None
             if scalars is None:
-                self._strided(ops, names, tensors, pointers, shape, strides)
+                self._strided(ops, names, tensors, [address(ops, t) for t in tensors], shape, strides)
                 return
+        flat = ops.flat.get(names) or self._flat_launch(ops, names, (out, *inputs))
+        (flat.narrow if n <= abi.INDEX32_MAX else flat.wide)(
+            ops.grid(-(-n // flat.vector)), _BLOCK,
+            {"out": address(ops, out), "in": [address(ops, t) for t in inputs], "n": n, "scalar_inputs": scalars})
+
+    def _flat_launch(self, ops: DeviceOps, names: tuple[str, ...], tensors: tuple[Any, ...]) -> FlatLaunch:
         vector = max(1, VECTOR_BYTES // max(t._dtype.itemsize for t in tensors))
-        kernel = self.kernel(ops, names[0] if n <= abi.INDEX32_MAX else names[1])
-        kernel(ops.grid(-(-n // vector)), (abi.BLOCK, 1, 1),
-               {"out": pointers[0], "in": pointers[1:], "n": n, "scalar_inputs": scalars})
+        found = ops.flat[names] = FlatLaunch(self.kernel(ops, names[0]), self.kernel(ops, names[1]), vector)
+        return found
 
     def _strided(self, ops: DeviceOps, names: tuple[str, str, str, str], tensors: tuple[Any, ...],
                  pointers: list[int], shape: list[int], strides: list[list[int]]) -> None:
