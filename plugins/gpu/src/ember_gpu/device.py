@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from ember_core.errors import BackendUnavailableError, KernelError
 from ember_gpu.errors import DeviceLostError, GpuError
@@ -38,6 +38,7 @@ class GpuDevice:
         self.lost: str | None = None
         self.lock = threading.RLock()  # staging buffers and launch argument buffers are shared state
         self._fn = self.driver.fn
+        self._launch_kernel = self._fn["launch_kernel"]  # (launch is the per-op hot path: one native call)
         ffi = self.ffi
         out = ffi.new("int *")
         self.call_raw("device_get", out, index)
@@ -82,11 +83,14 @@ class GpuDevice:
     def call_raw(self, name: str, *args: Any) -> None:
         """A checked driver call that needs no current context of this device."""
         if self.lost is not None:
-            raise DeviceLostError(f"{self} was lost earlier ({self.lost}); nothing more can run on it in this "
-                                  f"process: restart it (EMBER_LAUNCH_BLOCKING=1 pins the error to its op)")
+            self._refuse_lost()
         status = self._fn[name](*args)
         if status:
             raise self._failed(status, name)
+
+    def _refuse_lost(self) -> NoReturn:
+        raise DeviceLostError(f"{self} was lost earlier ({self.lost}); nothing more can run on it in this "
+                              f"process: restart it (EMBER_LAUNCH_BLOCKING=1 pins the error to its op)")
 
     def call(self, name: str, *args: Any) -> None:
         """A checked driver call in this device's context."""
@@ -125,7 +129,12 @@ class GpuDevice:
             raise KernelError(f"{self.vendor.package}: {kernel} launched with grid {grid} and block {block}, beyond "
                               f"{self}'s limits (grid {self.max_grid}, block {self.max_block}, "
                               f"{self.attributes['max_threads_per_block']} threads); a bug in the op layer")
-        self.call("launch_kernel", function, *grid, *block, shared_bytes, self.stream, self.ffi.NULL, extra)
+        if self.lost is not None:
+            self._refuse_lost()
+        self.runtime.make_current(self)
+        status = self._launch_kernel(function, gx, gy, gz, bx, by, bz, shared_bytes, self.stream, self.ffi.NULL, extra)
+        if status:
+            raise self._failed(status, "launch_kernel")
         if self.launch_blocking:
             try:
                 self.synchronize()

@@ -26,6 +26,7 @@ class Kernel:
         self.function = device.modules.function(image, name)
         self.args = ffi.new(f"{arg_type} *")
         self._setters = _setters(ffi, self.args, ffi.typeof(arg_type))
+        self._in_order = tuple(self._setters.values())  # the struct's fields in declaration order
         dffi, markers = device.ffi, device.vendor.launch_markers
         self._size = dffi.new("size_t *", ffi.sizeof(arg_type))
         self._extra = dffi.new("void *[5]", [
@@ -45,6 +46,14 @@ class Kernel:
                 for field, value in args.items():
                     setters[field](value)
             device.launch(self.function, self.name, grid, block, shared_bytes, self._extra)
+
+    def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], *fields: Any) -> None:
+        """``__call__`` for the hot paths: the leading fields of the struct, in its order."""
+        device = self.device
+        with device.lock:
+            for store, value in zip(self._in_order, fields):
+                store(value)
+            device.launch(self.function, self.name, grid, block, 0, self._extra)
 
 
 def _setters(ffi: cffi.FFI, target: Any, struct: Any) -> dict[str, Callable[[Any], None]]:

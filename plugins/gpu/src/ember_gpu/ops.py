@@ -160,9 +160,8 @@ class OpLayer:
                 self._strided(ops, names, tensors, [address(ops, t) for t in tensors], shape, strides)
                 return
         flat = ops.flat.get(names) or self._flat_launch(ops, names, (out, *inputs))
-        (flat.narrow if n <= abi.INDEX32_MAX else flat.wide)(
-            ops.grid(-(-n // flat.vector)), _BLOCK,
-            {"out": address(ops, out), "in": [address(ops, t) for t in inputs], "n": n, "scalar_inputs": scalars})
+        (flat.narrow if n <= abi.INDEX32_MAX else flat.wide).launch(  # eg_flat_args: out, in, n, scalar_inputs
+            ops.grid(-(-n // flat.vector)), _BLOCK, address(ops, out), [address(ops, t) for t in inputs], n, scalars)
 
     def _flat_launch(self, ops: DeviceOps, names: tuple[str, ...], tensors: tuple[Any, ...]) -> FlatLaunch:
         vector = max(1, VECTOR_BYTES // max(t._dtype.itemsize for t in tensors))
