@@ -3,12 +3,15 @@
 Before the call, ``dispatch.choose`` says how the (op, dtype) will run: a provider's native
 kernel, the core's composite, the CPU fallback, or nothing (unsupported).  The fallback ledger
 (``ember_core.fallback_report()``) read before and after the call confirms it.  A correct result
-is then ``pass`` (native), ``composite`` or ``fallback`` (never a pass: the device did not run it);
-a wrong one is ``fail``, or ``xfail`` when the serving plugin's manifest declares it.
+is then ``pass`` (native), ``composite`` (every op inside ran natively) or ``fallback`` (never a
+pass: the device did not run it, also when a composite's inner op or a documented error came from
+the host); a wrong one is ``fail``, or ``xfail`` when the serving plugin's manifest declares it.
+Levels 3 and 4 run with the fallback policy ``error``: an op without a kernel raises there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from typing import Any
@@ -76,9 +79,12 @@ def declared_xfail(device_type: str, op: str, dtype: str, sample: str) -> str | 
 
 
 def _ledger(device: str) -> dict[str, int]:
+    """Fallback calls per op on this device (the ledger names devices with their index: ``zero:0``)."""
     import ember_core as em
+    from ember_core.device import as_device
 
-    return {e["op"]: e["calls"] for e in em.fallback_report() if e["device"] == device}
+    name = str(as_device(device))
+    return {e["op"]: e["calls"] for e in em.fallback_report() if e["device"] == name}
 
 
 def _flatten(result: Any) -> list[Any]:
@@ -143,13 +149,15 @@ def run_sample(level: int, op: str, dtype: str, sample: Sample, device: str) -> 
     res = verdicts.CaseResult(id=case_id(level, op, dtype, sample.name), level=level, op=op, dtype=dtype,
                               sample=sample.name, verdict=verdicts.PASS)
     start = time.perf_counter()
-    choice = decide(op, device_type, dtype) if level in (1, 2) and op != "views" else None
+    dispatched = level in (1, 2) and not core_served(op)
+    choice = decide(op, device_type, dtype) if dispatched else None
     if choice is not None:
         res.how, res.provider = choice.how, choice.provider
-    elif level in (1, 2) and op != "views":
+    elif dispatched:
         res.how = "unsupported"
     try:
-        _run(res, op, dtype, sample, device, device_type)
+        with _policy(level):
+            _run(res, op, dtype, sample, device, device_type)
     except SkipCase as exc:
         res.verdict, res.message = verdicts.SKIP, str(exc)
     res.seconds = time.perf_counter() - start
@@ -161,6 +169,21 @@ def run_sample(level: int, op: str, dtype: str, sample: Sample, device: str) -> 
     elif res.verdict in verdicts.GOOD and declared_xfail(device_type, op, dtype, sample.name):
         res.message = "declared as an expected failure but passed: remove the xfail entry from the manifest"
     return res
+
+
+def core_served(op: str) -> bool:
+    """Views (views.toml, the ``views`` group) are the core's: no kernel, nothing to dispatch."""
+    from ember_core.ops.registry import REGISTRY
+
+    schema = REGISTRY.get(op)
+    return op == "views" or (schema is not None and schema.file.endswith("views.toml"))
+
+
+def _policy(level: int) -> Any:
+    """Levels 3 and 4 prove autograd and the demo run on the device: the host fallback raises."""
+    import ember_core as em
+
+    return em.fallback_policy("error") if level >= 3 else contextlib.nullcontext()
 
 
 def _run(res: verdicts.CaseResult, op: str, dtype: str, sample: Sample, device: str, device_type: str) -> None:
@@ -185,7 +208,9 @@ def _run(res: verdicts.CaseResult, op: str, dtype: str, sample: Sample, device: 
         raise
     except Exception as exc:
         if sample.error is not None and isinstance(exc, sample.error):
-            res.verdict, res.message = verdicts.PASS, f"raised {type(exc).__name__} as documented"
+            res.verdict = _success_verdict(res.how)
+            res.message = f"raised {type(exc).__name__} as documented" + (
+                "" if res.verdict != verdicts.FALLBACK else ", but on the host (the op has no kernel on the device)")
         elif sample.error is None and res.how == "unsupported" and isinstance(exc, UnsupportedOpError):
             res.verdict, res.message = verdicts.UNSUPPORTED, str(exc)
         else:
@@ -206,7 +231,10 @@ def _run(res: verdicts.CaseResult, op: str, dtype: str, sample: Sample, device: 
     cmp = judge(op, sample, result, expected, np_args)
     res.max_abs_error, res.max_rel_error, res.max_ulp = cmp.max_abs, cmp.max_rel, cmp.max_ulp
     res.tolerance = {"rtol": cmp.rtol, "atol": cmp.atol}
-    if cmp.ok:
+    if cmp.ok and res.how in ("composite", "core") and fell_back:
+        res.verdict = verdicts.FALLBACK
+        res.message = f"correct, but {', '.join(fell_back)} ran on the host through the fallback"
+    elif cmp.ok:
         res.verdict = _success_verdict(res.how)
     else:
         res.verdict, res.message = verdicts.FAIL, cmp.message

@@ -10,6 +10,8 @@ numpy-backed memory, correct ``full``/``copy``/``astype``/``negative``, and one 
 * everything else runs through the CPU fallback        -> fallback
 
 ``NoSync`` (device type ``nosync``) lacks the required ``ember_synchronize`` hook: registering it fails.
+``ZeroKernel`` (device type ``zero``) has the transfer hooks and no kernel at all: everything falls
+back to the host, so it must pass level 0 and nothing else.
 """
 
 from __future__ import annotations
@@ -142,3 +144,19 @@ class NoSync(Broken):
     name = "nosync"
     device_types = ("nosync",)
     ember_synchronize = None  # type: ignore[assignment]
+
+
+class ZeroKernel(Broken):
+    """Transfer hooks only, no manifest and no kernel: the suite's proof that fallback is no pass."""
+
+    name = "zero"
+    device_types = ("zero",)
+
+    @hookimpl
+    def ember_plugin_info(self) -> PluginInfo:
+        return PluginInfo(name=self.name, version="0.0.1", abi=(ABI_MAJOR, ABI_MINOR), device_types=self.device_types,
+                          package=f"ember-{self.name}")
+
+    @hookimpl
+    def ember_kernels(self, device_type: str) -> dict[str, Any]:
+        return {}

@@ -1,7 +1,7 @@
 """The suite judges a deliberately broken backend (broken_backend.py) exactly as it should: a wrong
 result fails, a segfault is a crash and a hang a timeout (and the run goes on), a declared xfail is
-xfail, a lying manifest fails the level-0 honesty check, unclaimed ops fall back, and a plugin
-missing a required hook fails discovery."""
+xfail, a lying manifest fails the level-0 honesty check, unclaimed ops fall back (never a pass), a
+plugin missing a required hook fails discovery, and a backend without kernels passes level 0 only."""
 
 from __future__ import annotations
 
@@ -90,3 +90,22 @@ def test_missing_hook_fails_discovery(tmp_path: Path) -> None:
     discovery = cases["L0/discovery/-/check"]
     assert discovery["verdict"] == "fail" and "ember_synchronize" in discovery["message"]
     assert cases["L1/device/-/unusable"]["verdict"] == "skip"
+
+
+def test_zero_kernel_backend_passes_level_0_only(tmp_path: Path) -> None:
+    """Every op falls back: that covers nothing, so only the contract passes; levels 3 and 4 run
+    with the fallback policy 'error', and an error input the host rejected is no pass either."""
+    code, out, cases = _run(tmp_path, "ZeroKernel", "zero", "--level", "4", "--ops", "add,softmax,views,demo",
+                            "--dtypes", "float32", "float64", "--demo-epochs", "1")
+    assert code == 1
+    assert out.splitlines()[-1].startswith("zero: passed levels 0; level 1 failed (3 ops not covered")
+    assert {c["verdict"] for c in cases.values() if c["level"] == 2} == {"fallback"}
+    assert cases["L1/add/float32/error-shape-mismatch"]["verdict"] == "fallback"
+    softmax = cases["L1/softmax/float32/last-axis"]
+    assert softmax["verdict"] == "fallback" and softmax["how"] == "composite" and softmax["extra"]["fell_back"]
+    assert cases["L1/views/float32/permute-dims-strided"]["verdict"] == "pass"  # a view runs no kernel
+    assert cases["L1/views/float32/bool-mask-strided"]["verdict"] == "fallback"
+    assert "fallback policy is 'error'" in cases["L3/add/float32/same-shape"]["message"]
+    assert "fallback policy is 'error'" in cases["L4/demo/float32/digits"]["message"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["levels"]["2"]["reason"] == "level 1 is not passed"

@@ -54,10 +54,26 @@ def _result(case: str, verdict: str) -> verdicts.CaseResult:
 
 
 def test_levels_fail_on_bad_cases_and_on_no_cases() -> None:
-    results = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", "fallback"),
+    results = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", "composite"),
                _result("L2/add/int8/a", "crash")]
     levels = verdicts.judge_levels(results, [0, 1, 2, 3])
     assert [levels[n].status for n in range(4)] == ["passed", "passed", "failed", "failed"]
+    assert levels[3].reason == "no case was collected"
+    assert all(levels[n].requirement for n in range(4))
+
+
+def test_fallback_is_never_a_pass() -> None:
+    """Level 1 fails on an op the device did not run; level 2 counts it as not covered but fails
+    only on claimed pairs that are wrong; a level above one that is not passed is not passed."""
+    for uncovered in ("fallback", "unsupported"):
+        results = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", uncovered),
+                   _result("L2/add/int8/a", "pass")]
+        levels = verdicts.judge_levels(results, [0, 1, 2])
+        assert levels[1].status == "failed" and "not covered" in levels[1].reason and "add" in levels[1].reason
+        assert levels[2].status == "failed" and levels[2].reason == "level 1 is not passed"
+    results = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", "pass"),
+               _result("L2/add/int8/a", "fallback")]
+    assert verdicts.judge_levels(results, [0, 1, 2])[2].status == "passed"
 
 
 def test_report_schema_and_diff(tmp_path: Path) -> None:
