@@ -55,8 +55,8 @@ float apply(float a, float b) {
     switch (OP) {
         case BOP_ADD: return a + b;
         case BOP_SUBTRACT: return a - b;
-        case BOP_MULTIPLY: return a * b;
-        case BOP_DIVIDE: return a / b;
+        case BOP_MULTIPLY: return mul_f(a, b);
+        case BOP_DIVIDE: return div_f(a, b);
         case BOP_MAXIMUM: return isnan(a) || isnan(b) ? nan : max(a, b);
         case BOP_MINIMUM: return isnan(a) || isnan(b) ? nan : min(a, b);
         case BOP_COPYSIGN: return copysign_f(a, b);

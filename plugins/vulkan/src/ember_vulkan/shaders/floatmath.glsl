@@ -7,23 +7,20 @@ const float LN2 = 0.693147180559945309;
 const float PI_2 = 1.57079632679489662;
 #define NAN_F uintBitsToFloat(0x7fc00000u)
 #define INF_F uintBitsToFloat(0x7f800000u)
+#include "ieee.glsl"
 
 // log(x) = e ln2 + log(m), x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s) with
 // s = (m - 1) / (m + 1), written f - s (f - 2 s^2 P) so that f = m - 1 stays exact.
 // `base` scales the result: 0 -> natural log, 1 -> log2, 2 -> log10.
 float log_base(float x, int base) {
-    if (!(x > 0.0) || isinf(x)) return x == 0.0 ? -INF_F : (x > 0.0 ? x : NAN_F);
-    int e = 0;
-    if (x < 1.17549435e-38) {  // subnormal: scale into the normal range first
-        x *= 16777216.0;
-        e = -24;
-    }
-    int k;
-    float m = frexp(x, k);
-    e += k;
-    if (m < 0.707106781) {
-        m *= 2.0;
-        e -= 1;
+    uint u = floatBitsToUint(x);  // signs from the bits: a flushing device sees -4e-45 as -0
+    if (u >= 0x80000000u) return u == 0x80000000u ? -INF_F : NAN_F;
+    if (u == 0u || u >= 0x7f800000u) return u == 0u ? -INF_F : x;
+    int e;
+    float m = split_f(x, e);  // subnormals included
+    if (m > 1.41421356) {
+        m *= 0.5;
+        e += 1;
     }
     precise float f = m - 1.0, s = f / (2.0 + f), s2 = s * s;
     float poly = 0.0;
@@ -83,6 +80,7 @@ float expm1_f(float x) {
 }
 
 float log1p_f(float x) {
+    if (abs(x) >= 16777216.0) return log_f(x);  // 1 + x == x (and u - 1 may be beyond OpFDiv's range)
     precise float u = 1.0 + x;
     if (u == 1.0) return x;
     if (u == INF_F) return u;
@@ -141,6 +139,7 @@ float acosh_f(float x) {
 
 float atanh_f(float x) {
     float a = abs(x);
+    if (a > 1.0) return NAN_F;
     precise float gap = 1.0 - a;
     return copysign_f(0.5 * log1p_f(2.0 * a / gap), x);
 }
@@ -171,3 +170,5 @@ float erf_f(float x) {
     float poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
     return copysign_f(1.0 - poly * exp(-a * a), x);
 }
+
+#include "trig.glsl"

@@ -44,16 +44,16 @@ float apply(float x) {
         case UOP_CEIL: return ceil(x);
         case UOP_TRUNC: return trunc(x);
         case UOP_ROUND: return roundEven(x);
-        case UOP_SQRT: return sqrt(x);
+        case UOP_SQRT: return sqrt_f(x);
         case UOP_EXP: return exp(x);
         case UOP_EXPM1: return expm1_f(x);
         case UOP_LOG: return log_f(x);
         case UOP_LOG1P: return log1p_f(x);
         case UOP_LOG2: return log_base(x, 1);
         case UOP_LOG10: return log_base(x, 2);
-        case UOP_SIN: return sin(x);
-        case UOP_COS: return cos(x);
-        case UOP_TAN: return tan(x);
+        case UOP_SIN: return trig_f(x, 0);
+        case UOP_COS: return trig_f(x, 1);
+        case UOP_TAN: return trig_f(x, 2);
         case UOP_ASIN: return asin_f(x);
         case UOP_ACOS: return acos_f(x);
         case UOP_ATAN: return atan_f(x);
@@ -65,7 +65,7 @@ float apply(float x) {
         case UOP_ATANH: return atanh_f(x);
         case UOP_SIGMOID: return sigmoid_f(x);
         case UOP_ERF: return erf_f(x);
-        case UOP_RECIPROCAL: return 1.0 / x;
+        case UOP_RECIPROCAL: return div_f(1.0, x);
     }
     return x;
 }
