@@ -88,7 +88,7 @@ def test_other_layouts_of_thin_products():
         assert_exact(matmul(a, b), a, b)
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", [1, 2, 3, 16])
 def test_batches_and_threads(threads):
     with num_threads(threads):
         x, w = integers((3, 700, 256)), w_t(256, 10)          # w broadcast: folded into rows, threaded

@@ -130,7 +130,7 @@ def test_awkward_outputs():
 # ---- batches and threads ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", [1, 2, 3, 16])
 def test_batched_and_broadcast(threads):
     with num_threads(threads):
         for batch in [1, 2, 3, 4, 17]:                   # sequential, split evenly, many

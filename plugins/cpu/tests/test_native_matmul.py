@@ -167,7 +167,7 @@ def test_empty_dims(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.float16, np.int32])
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", [1, 2, 3, 16])
 def test_threaded_splits(dtype, threads):
     """One large product (split by rows or columns), odd batch counts (split batches and
     slices), many batches; any thread count gives the reference."""

@@ -170,7 +170,7 @@ def test_same_bits_for_any_thread_count():
     ]
     for kind, dtype, kw in cases:
         results = []
-        for t in (1, 2, 3):
+        for t in (1, 2, 3, 16):
             with num_threads(t):
                 results.append(draw(kind, (n,), dtype, SEED, 11, **kw))
         for r in results[1:]:

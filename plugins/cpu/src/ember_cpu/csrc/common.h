@@ -120,18 +120,29 @@ static inline ember_run ember_inside_run(int64_t outputs, int64_t n, int64_t off
 
 /* ---- threads ----------------------------------------------------------------------------------- */
 
-/* Below this many elements (or their equivalent in work) a kernel stays on one thread: waking a
- * second costs more. */
-#define EMBER_PARALLEL_GRAIN 32768
+/* The least work (elements, or their equivalent) worth one thread of a parallel region:
+ * EMBER_CPU_THREAD_WORK, read once at load (runtime.c; default EMBER_THREAD_WORK_DEFAULT).  A region
+ * goes parallel from twice this, and gets one thread per this much work, so that a tensor just
+ * above the threshold wakes two threads, not all sixteen of a large machine. */
+#define EMBER_THREAD_WORK_DEFAULT 16384
+int64_t ember_cpu_thread_work(void);
 
-/* The num_threads of every ember parallel region: 1 below EMBER_PARALLEL_GRAIN of work, else the
- * count ember_cpu_set_num_threads stored, but no more than `tasks`, the independent pieces the
- * work comes in (a team member with nothing to do still has to be woken).  That count is
- * process-wide, whereas omp_set_num_threads only sets the default of the OS thread that called
- * it, and kernels run on whichever Python thread calls them. */
+/* Environment variable `name` as a non-negative integer; `fallback` when unset or unparsable. */
+int64_t ember_cpu_env_int64(const char *name, int64_t fallback);
+
+/* Work below which a kernel stays on one thread: waking a second costs more. */
+static inline int64_t ember_parallel_grain(void) { return 2 * ember_cpu_thread_work(); }
+
+/* The num_threads of every ember parallel region: 1 below ember_parallel_grain() of work, else
+ * one thread per ember_cpu_thread_work() of work, but no more than the count
+ * ember_cpu_set_num_threads stored, nor than `tasks`, the independent pieces the work comes in (a
+ * team member with nothing to do still has to be woken).  At 2 threads this is exactly "2 from
+ * the grain on".  The count is process-wide, whereas omp_set_num_threads only sets the default of
+ * the OS thread that called it, and kernels run on whichever Python thread calls them. */
 static inline int ember_threads_for(int64_t work, int64_t tasks) {
-    if (work < EMBER_PARALLEL_GRAIN || tasks < 2 || omp_in_parallel()) return 1;   /* nested: one */
-    return (int)ember_min64(ember_cpu_get_num_threads(), tasks);
+    int64_t per = ember_cpu_thread_work();
+    if (work < 2 * per || tasks < 2 || omp_in_parallel()) return 1;   /* nested: one */
+    return (int)ember_min64(ember_min64(ember_cpu_get_num_threads(), tasks), work / per);
 }
 
 /* ---- float16 and bfloat16 ---------------------------------------------------------------------- */

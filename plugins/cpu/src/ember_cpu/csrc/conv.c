@@ -51,7 +51,7 @@
 #define MAX_PANELS 4             /* a block holds at most 4 micro-kernel widths of tiles       */
 #define BLOCK_V_BYTES (1 << 20)  /* a block's V buffer stays within ~1 MiB of the 2 MiB L2     */
 #define BLOCKS_PER_THREAD 4      /* enough blocks that a descheduled thread delays little      */
-#define MACS_PER_WORK 16         /* as matmul.c: 2^19 multiply-adds are EMBER_PARALLEL_GRAIN   */
+#define MACS_PER_WORK 16         /* as matmul.c: 2^19 multiply-adds are the default grain */
 
 typedef struct {
     int64_t N, C, H, W, O, OH, OW, ph, pw;

@@ -7,7 +7,7 @@
  *   - every operand contiguous: one flat run of numel elements (the loops' vectorised branch);
  *   - otherwise ember_iter walks the rows; a loop call covers one row (its branches specialise
  *     unit strides and stride-0 broadcast operands).
- * Above EMBER_PARALLEL_GRAIN elements the flat index range is split evenly across the threads
+ * Above ember_parallel_grain() elements the flat index range is split evenly across the threads
  * (one per started grain, see ew_pieces; a split may fall inside a row); below it no parallel
  * region is entered.
  * An output of EW_STREAM_BYTES or more (not also an input) whose rows are contiguous is computed
@@ -61,7 +61,10 @@ static inline void ew_call(const ew_kernel *k, int64_t n, char *const *p, const 
 
 /* How many pieces n elements make for ember_threads_for: one per started grain, so that no
  * thread's share of a memory-bound loop is too short to repay its wake-up. */
-static int64_t ew_pieces(int64_t n) { return (n + EMBER_PARALLEL_GRAIN - 1) / EMBER_PARALLEL_GRAIN; }
+static int64_t ew_pieces(int64_t n) {
+    int64_t grain = ember_parallel_grain();
+    return (n + grain - 1) / grain;
+}
 
 /* ---- streaming stores -------------------------------------------------------------------- */
 

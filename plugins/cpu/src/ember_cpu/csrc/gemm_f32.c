@@ -17,8 +17,8 @@
  *   is written; the last one applies the epilogue (bias, relu) as it stores.  Packed buffers are
  *   padded with zeros; edge tiles use a kernel instantiated for their row count and store only
  *   their valid columns (masked).
- * Threads: each takes an independent slice of c's rows (or of its columns when c is wider than
- * tall) and packs its own operands.  Sharing one packed b panel between the threads (each packing
+ * Threads: each takes an independent block of c, a cell of a grid of row and column slices
+ * (gemm_grid), and packs its own operands.  Sharing one packed b panel between the threads (each packing
  * half, then a barrier) saves a little packing on a quiet machine, but a barrier per panel makes
  * the whole product wait for whichever thread the OS has descheduled: on a busy machine it
  * measured 1.1-3x slower than independent slices.
@@ -59,11 +59,33 @@ static void transpose_scalar(float *dst, int64_t dst_step, const float *src, int
 #ifndef GEMM_NC
 #define GEMM_NC 512    /* columns of b per packed panel (multiple of NR): 1 MiB (L2)           */
 #endif
+/* The blocking in use: the defaults above, or EMBER_CPU_GEMM_KC / _NC / _MC (read once at load,
+ * NC rounded up to a multiple of NR and MC of MR) so that one run on a new machine can sweep
+ * them against its cache sizes.  KC also sets where c's sums are split (the first KC slice is
+ * stored, the next ones added), so changing it changes float32 rounding; NC and MC do not. */
+typedef struct {
+    int64_t kc, nc, mc;
+    int64_t row_slices;   /* EMBER_CPU_GEMM_ROW_SLICES: gemm_grid's rows, forced (0: chosen) */
+} gemm_blocking;
+static gemm_blocking blocking = {GEMM_KC, GEMM_NC, GEMM_MC, 0};
+
 #ifndef PREFETCH_B
 #define PREFETCH_B 8   /* k-steps ahead that the micro-kernel prefetches its micro-panel       */
 #endif
 
 #define TARGET __attribute__((target("avx512f,avx512vl")))
+
+static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
+
+__attribute__((constructor)) static void gemm_blocking_from_env(void) {
+    blocking.kc = ember_cpu_env_int64("EMBER_CPU_GEMM_KC", GEMM_KC);
+    blocking.nc = round_up(ember_cpu_env_int64("EMBER_CPU_GEMM_NC", GEMM_NC), NR);
+    blocking.mc = round_up(ember_cpu_env_int64("EMBER_CPU_GEMM_MC", GEMM_MC), MR);
+    if (blocking.kc < 1) blocking.kc = GEMM_KC;
+    if (blocking.nc < NR) blocking.nc = GEMM_NC;
+    if (blocking.mc < MR) blocking.mc = GEMM_MC;
+    blocking.row_slices = ember_cpu_env_int64("EMBER_CPU_GEMM_ROW_SLICES", 0);
+}
 
 /* ---- packing -------------------------------------------------------------------------------- */
 
@@ -315,15 +337,15 @@ static int64_t split_at(int64_t extent, int parts, int q, int64_t unit) {
  */
 static void gemm_alone(const gemm_args *g, float *bpack, float *apack) {
     /* equal chunks: each costs one more packing of b per slice */
-    int64_t chunks = (g->M + GEMM_MC - 1) / GEMM_MC;
-    int64_t chunk_rows = ((g->M + chunks - 1) / chunks + MR - 1) / MR * MR;
-    for (int64_t pc = 0; pc < g->K; pc += GEMM_KC) {
-        int64_t kc = ember_min64(GEMM_KC, g->K - pc);
+    int64_t chunks = (g->M + blocking.mc - 1) / blocking.mc;
+    int64_t chunk_rows = round_up((g->M + chunks - 1) / chunks, MR);
+    for (int64_t pc = 0; pc < g->K; pc += blocking.kc) {
+        int64_t kc = ember_min64(blocking.kc, g->K - pc);
         for (int64_t ic = 0; ic < g->M; ic += chunk_rows) {
             int64_t mc = ember_min64(chunk_rows, g->M - ic);
             pack_a(apack, g->a + ic * g->ars + pc * g->acs, g->ars, g->acs, mc, kc);
-            for (int64_t jc = 0; jc < g->N; jc += GEMM_NC) {
-                int64_t nc = ember_min64(GEMM_NC, g->N - jc);
+            for (int64_t jc = 0; jc < g->N; jc += blocking.nc) {
+                int64_t nc = ember_min64(blocking.nc, g->N - jc);
                 pack_b(bpack, g->b + pc * g->brs + jc * g->bcs, g->brs, g->bcs, nc, kc);
                 compute_block(g, apack, bpack, ic, mc, pc, kc, jc, nc);
             }
@@ -331,23 +353,60 @@ static void gemm_alone(const gemm_args *g, float *bpack, float *apack) {
     }
 }
 
-/* Thread tid's part of c: a slice of its rows, or of its columns when c is wider than tall (the
- * operand every thread reads whole, and packs for itself, is then the smaller one).  Slices
- * start on micro-tile boundaries; no thread ever waits for another. */
-static void gemm_slice(const gemm_args *g, int tid, int nthreads, float *bpack, float *apack) {
-    gemm_args part = *g;
-    if (g->M >= g->N) {
-        int64_t m0 = split_at(g->M, nthreads, tid, MR), m1 = split_at(g->M, nthreads, tid + 1, MR);
-        part.a += m0 * g->ars;
-        part.c += m0 * g->crs;
-        part.M = m1 - m0;
-    } else {
-        int64_t n0 = split_at(g->N, nthreads, tid, NR), n1 = split_at(g->N, nthreads, tid + 1, NR);
-        part.b += n0 * g->bcs;
-        part.c += n0 * g->ccs;
-        if (part.ep.bias) part.ep.bias += n0;
-        part.N = n1 - n0;
+/* Multiply-adds one core's kernel does in the time it packs one float from memory (~70 MAC/ns
+ * against ~1 float/ns on the Xeons in NOTES-threads.md): the exchange rate of gemm_grid's model. */
+#define MACS_PER_PACKED 64
+
+/* A thread's modelled time for a rows x cols block of c, per unit of K: its multiply-adds, plus
+ * packing its rows of a once and its columns of b once per MC chunk of its rows. */
+static double block_cost(int64_t M, int64_t N, int tm, int tn) {
+    int64_t rows = round_up((M + tm - 1) / tm, MR), cols = round_up((N + tn - 1) / tn, NR);
+    int64_t chunks = (rows + blocking.mc - 1) / blocking.mc;
+    return (double)rows * (double)cols / MACS_PER_PACKED + (double)rows + (double)(cols * chunks);
+}
+
+/* The threads as a grid of *tm row slices by *tn column slices of c (*tm x *tn = nthreads).  A
+ * single row of slices makes every thread pack the whole of the other operand: on 16 threads a
+ * 2048^3 product packs b 16 times over, through memory, where a 4 x 4 grid packs a and b 4 times
+ * each.  The default is the one-dimensional split along c's longer side (the only one for a
+ * prime thread count, so 2 and 3 threads are unchanged); a grid with both sides >= 2 replaces it
+ * where block_cost says it is cheaper.  EMBER_CPU_GEMM_ROW_SLICES forces *tm where it divides
+ * nthreads (for sweeps).  The grid never changes a result: every element's sum over K is the
+ * same whichever thread computes it. */
+static void gemm_grid(int64_t M, int64_t N, int nthreads, int *tm, int *tn) {
+    int64_t forced = blocking.row_slices;
+    if (forced > 0 && forced <= nthreads && nthreads % forced == 0) {
+        *tm = (int)forced;
+        *tn = nthreads / (int)forced;
+        return;
     }
+    *tm = M >= N ? nthreads : 1;
+    *tn = nthreads / *tm;
+    double best = block_cost(M, N, *tm, *tn);
+    for (int r = 2; r <= nthreads / 2; r++) {
+        if (nthreads % r) continue;
+        double cost = block_cost(M, N, r, nthreads / r);
+        if (cost < best) {
+            best = cost;
+            *tm = r;
+            *tn = nthreads / r;
+        }
+    }
+}
+
+/* Thread tid's block of c: row slice tid / tn of tm, column slice tid % tn of tn.  Slices start
+ * on micro-tile boundaries; no thread ever waits for another. */
+static void gemm_slice(const gemm_args *g, int tid, int tm, int tn, float *bpack, float *apack) {
+    gemm_args part = *g;
+    int r = tid / tn, q = tid % tn;
+    int64_t m0 = split_at(g->M, tm, r, MR), m1 = split_at(g->M, tm, r + 1, MR);
+    int64_t n0 = split_at(g->N, tn, q, NR), n1 = split_at(g->N, tn, q + 1, NR);
+    part.a += m0 * g->ars;
+    part.b += n0 * g->bcs;
+    part.c += m0 * g->crs + n0 * g->ccs;
+    if (part.ep.bias) part.ep.bias += n0;
+    part.M = m1 - m0;
+    part.N = n1 - n0;
     if (part.M > 0 && part.N > 0) gemm_alone(&part, bpack, apack);
 }
 
@@ -472,9 +531,9 @@ int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars
     if (M <= 0 || N <= 0 || K <= 0 || !ember_cpu_sgemm_supported()) return EMBER_ERR_INVALID_ARGUMENT;
     gemm_args g = {M, N, K, a, b, c, ars, acs, brs, bcs, crs, ccs, ep ? *ep : (sgemm_epilogue){NULL, 0}};
     /* per thread: one a block and one b panel, each a whole number of cache lines (aligned) */
-    int64_t kc = ember_min64(GEMM_KC, K);
-    int64_t afloats = (ember_min64(GEMM_MC, (M + MR - 1) / MR * MR) * kc + 15) / 16 * 16;
-    int64_t per_thread = afloats + kc * ember_min64(GEMM_NC, (N + NR - 1) / NR * NR);
+    int64_t kc = ember_min64(blocking.kc, K);
+    int64_t afloats = round_up(ember_min64(blocking.mc, round_up(M, MR)) * kc, 16);
+    int64_t per_thread = afloats + kc * ember_min64(blocking.nc, round_up(N, NR));
     if (nthreads < 1) nthreads = 1;
     float *buf = ember_cpu_alloc(nthreads * per_thread * (int64_t)sizeof(float));
     if (!buf) return EMBER_ERR_OUT_OF_MEMORY;
@@ -483,8 +542,10 @@ int ember_cpu_sgemm(int64_t M, int64_t N, int64_t K, const float *a, int64_t ars
     } else {
 #pragma omp parallel num_threads(nthreads)
         {
+            int tm, tn;
+            gemm_grid(M, N, omp_get_num_threads(), &tm, &tn);
             float *mine = buf + omp_get_thread_num() * per_thread;
-            gemm_slice(&g, omp_get_thread_num(), omp_get_num_threads(), mine + afloats, mine);
+            gemm_slice(&g, omp_get_thread_num(), tm, tn, mine + afloats, mine);
         }
     }
     ember_cpu_free(buf);

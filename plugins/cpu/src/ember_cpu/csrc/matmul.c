@@ -36,7 +36,7 @@
  * when it spins, far more when it sleeps) costs more than it saves below ~80^3 (measured: 64^3
  * took 3.3 us on one thread, 3.8 on two; 96^3 16 us on one, 9 on two).  So for
  * ember_threads_for, MACS_PER_WORK multiply-adds count as one element of work. */
-#define MACS_PER_WORK (((int64_t)1 << 19) / EMBER_PARALLEL_GRAIN)
+#define MACS_PER_WORK (((int64_t)1 << 19) / (2 * EMBER_THREAD_WORK_DEFAULT))
 
 /* A batch of strided matrices: element (batch index b, i, j) lives at
  * base + (batch_offset(b) + i * rs + j * cs) * itemsize. */

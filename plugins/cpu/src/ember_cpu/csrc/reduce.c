@@ -32,7 +32,10 @@
 #define LEAF 1024            /* elements in one leaf of the pairwise tree over a run           */
 #define COL_LEAF 16          /* reduced rows in one leaf of reduce_cols' pairwise tree          */
 #define COL_TILE_BYTES 16384 /* accumulators per reduce_cols task: stays in L1                  */
-#define MAX_CHUNKS 16        /* most parallel subtrees one output (or tile) is split into       */
+/* most parallel subtrees one output (or tile) is split into: a property of its size, never of
+ * the thread count, so that a sum's order is the same on 1 or 128 threads */
+#define MAX_CHUNKS 64
+#define FEW_OUTPUTS 16       /* below this many outputs (or tiles) each is split into subtrees  */
 #define NUM_REDUCE_OPS 6
 
 /* ---- the pairwise tree ------------------------------------------------------------------ */
@@ -56,7 +59,7 @@ static int pw_depth(int64_t n, int64_t leaf) {
  * so the serial recursion splits exactly there too and both give identical results. */
 static int pw_chunks(int64_t work, int64_t units, int64_t leaf) {
     int k = 1;
-    while (k < MAX_CHUNKS && work / (2 * k) >= EMBER_PARALLEL_GRAIN && units / (2 * k) > 2 * leaf) k *= 2;
+    while (k < MAX_CHUNKS && work / (2 * k) >= ember_parallel_grain() && units / (2 * k) > 2 * leaf) k *= 2;
     return k;
 }
 
@@ -579,7 +582,7 @@ static void reduce_empty(const rkernel *k, const rplan *pl) {
 static int reduce_generic(const rkernel *k, const rplan *pl) {
     int64_t units = pl->nrows > 1 ? pl->nrows : pl->rowlen;
     int64_t leaf = pl->nrows > 1 ? pl->row_leaf : LEAF;
-    int nch = pl->nouter >= MAX_CHUNKS ? 1 : pw_chunks(pl->nred_total, units, leaf);
+    int nch = pl->nouter >= FEW_OUTPUTS ? 1 : pw_chunks(pl->nred_total, units, leaf);
     int64_t work = pl->nouter * pl->nred_total;
 
     if (nch == 1) {   /* whole outputs per task, in blocks */
@@ -613,7 +616,7 @@ static int reduce_cols(const rkernel *k, const rplan *pl) {
     int64_t tmax = COL_TILE_BYTES / (int64_t)k->asize;
     int64_t ntiles = (M + tmax - 1) / tmax, tile = (M + ntiles - 1) / ntiles;
     int64_t tasks = (pl->nouter / M) * ntiles;
-    int nch = tasks < MAX_CHUNKS ? pw_chunks(nr * ember_min64(M, tile), nr, COL_LEAF) : 1;
+    int nch = tasks < FEW_OUTPUTS ? pw_chunks(nr * ember_min64(M, tile), nr, COL_LEAF) : 1;
     int64_t b[MAX_CHUNKS + 1];
     pw_bounds(0, nr, COL_LEAF, nch, b);
     int depth = pw_depth(nr, COL_LEAF);
@@ -782,7 +785,7 @@ int ember_cpu_arg_reduce(int op, const ember_tensor *out, const ember_tensor *x)
     char *ob = ember_base(out);
 
     int nch = ember_threads_for(rp.n, MAX_ARG_CHUNKS);
-    if (rp.rows < MAX_CHUNKS && rp.n >= 2 * EMBER_PARALLEL_GRAIN && nch > 1) {
+    if (rp.rows < FEW_OUTPUTS && rp.n >= 2 * ember_parallel_grain() && nch > 1) {
         for (int64_t r = 0; r < rp.rows; r++) {
             const char *row = xb + ember_flat_offset(rp.nlead, rp.shape, rp.xs, r);
             int64_t i = arg_row_parallel(k, row, rp.n, rp.xinner, nch);

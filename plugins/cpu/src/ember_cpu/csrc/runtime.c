@@ -250,20 +250,28 @@ int ember_cpu_get_num_threads(void) { return atomic_load(&num_threads); }
 
 /* ---- load-time setup ------------------------------------------------------------------------ */
 
-static int64_t cache_limit_from_env(void) {
-    const char *s = getenv("EMBER_CPU_CACHE_BYTES");
-    if (!s || !*s) return DEFAULT_CACHE_BYTES;
+/* The non-negative integer in environment variable `name`, or `fallback` when it is unset or
+ * unparsable (a knob set wrong keeps the tuned default rather than failing the import). */
+int64_t ember_cpu_env_int64(const char *name, int64_t fallback) {
+    const char *s = getenv(name);
+    if (!s || !*s) return fallback;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || *end || v < 0) return DEFAULT_CACHE_BYTES;   /* unparsable: keep the default */
+    if (errno || *end || v < 0) return fallback;
     return (int64_t)v;
 }
+
+static int64_t thread_work = EMBER_THREAD_WORK_DEFAULT;
+
+int64_t ember_cpu_thread_work(void) { return thread_work; }
 
 /* Runs when the extension module is loaded, before any entry point: the default thread count
  * is OpenMP's (OMP_NUM_THREADS, else the number of cores), and OpenBLAS goes to one thread
  * before it ever wakes its own pool. */
 __attribute__((constructor)) static void ember_cpu_runtime_init(void) {
-    cache_limit = cache_limit_from_env();
+    cache_limit = ember_cpu_env_int64("EMBER_CPU_CACHE_BYTES", DEFAULT_CACHE_BYTES);
+    int64_t work = ember_cpu_env_int64("EMBER_CPU_THREAD_WORK", EMBER_THREAD_WORK_DEFAULT);
+    thread_work = work < 1 ? 1 : work;
     ember_cpu_set_num_threads(omp_get_max_threads());
 }

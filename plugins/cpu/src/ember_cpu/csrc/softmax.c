@@ -127,7 +127,11 @@ double exp(double);
         T *o = (T *)ob;                                                                            \
         int threads = ember_threads_for(outer * n * inner, outer);                                 \
         if (inner == 1 && n < SHORT_ROWS) {                                                        \
-            int64_t per_thread = (outer + threads - 1) / threads;                                  \
+            /* whole batches per thread: where a batch starts decides which of its elements the    \
+             * vector exp computes and which its scalar tail, so batches must not move with the    \
+             * thread count (vector and scalar expf may differ in the last bit) */                 \
+            int64_t batch = SHORT_ROWS / n, batches = (outer + batch - 1) / batch;                 \
+            int64_t per_thread = (batches + threads - 1) / threads * batch;                        \
             _Pragma("omp parallel for num_threads(threads) schedule(static)")                      \
             for (int t = 0; t < threads; t++) {                                                    \
                 int64_t r0 = t * per_thread, nr = ember_min64(per_thread, outer - r0);             \
