@@ -12,7 +12,7 @@ from typing import Any
 
 import ember_vulkan
 from ember_core.plugins import PluginInfo, hookimpl
-from ember_vulkan import runtime
+from ember_vulkan import denormals, runtime
 
 _HERE = Path(__file__).resolve().parent
 DEVICE_TYPE = "vulkan"
@@ -63,6 +63,8 @@ def ember_device_properties(device: Any) -> Mapping[str, Any]:
         "subgroup_size": info.subgroup_size,
         "max_workgroup_count": tuple(info.max_group_count),
         "shader_float64": bool(info.shader_float64),
+        "float_controls": denormals.float_controls(info),
+        "float32_subnormals": "preserved" if runtime.device(device.index).keep_subnormals else "flushed",
     }
 
 

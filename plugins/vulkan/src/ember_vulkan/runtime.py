@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from ember_core.errors import KernelError
+from ember_vulkan import denormals
 from ember_vulkan._native import ffi, lib
 from ember_vulkan.memory import Allocation, Pool
 
@@ -131,7 +132,10 @@ class VulkanDevice:
         self.pool = Pool(native, int(info.max_allocation) or 1 << 31)
         self.arena = _Ring(self.pool, ARENA_BYTES)
         self.staging = _Ring(self.pool, STAGING_BYTES)
-        self._pipelines: dict[tuple[str, int], Any] = {}
+        # Ask the driver to keep float32 subnormals where it can (tests switch it off to run the other
+        # variant); a device that cannot reports that it flushes them.
+        self.keep_subnormals = denormals.subnormals_kept(info)
+        self._pipelines: dict[tuple[str, int, bool], Any] = {}
         self._spirv: dict[str, bytes] = {}
         self.submissions = 0  # batches submitted (tests check that work is batched)
         # Copy through mapped device memory when the driver maps it (integrated GPUs, lavapipe);
@@ -141,7 +145,7 @@ class VulkanDevice:
     # ---- pipelines --------------------------------------------------------------------------------
 
     def pipeline(self, variant: str, op: int = 0) -> Any:
-        key = (variant, op)
+        key = (variant, op, self.keep_subnormals)
         found = self._pipelines.get(key)
         if found is None:
             code = self._spirv.get(variant)
@@ -152,6 +156,8 @@ class VulkanDevice:
                     raise KernelError(f"ember-vulkan: shader {variant}.spv is missing; reinstall the plugin "
                                       f"(pip install --force-reinstall ember-vulkan)") from None
                 self._spirv[variant] = code
+            if self.keep_subnormals:
+                code = denormals.with_denorm_preserve(code)
             err = ffi.new("char[512]")
             spec = ffi.new("uint32_t[1]", [op])
             found = lib.evk_pipeline_create(self.native, ffi.from_buffer("uint32_t[]", code), len(code), spec, 1,

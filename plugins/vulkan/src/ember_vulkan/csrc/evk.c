@@ -196,10 +196,17 @@ int evk_device_info_get(int index, evk_device_info *out) {
     }
     out->compute_queue_family = compute_family(p);
     if (VK_API_VERSION_MINOR(pr->apiVersion) >= 2 || VK_API_VERSION_MAJOR(pr->apiVersion) > 1) {
-        VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+        VkPhysicalDeviceFloatControlsProperties fc = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+        VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+                                                     .pNext = &fc};
         VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
         vkGetPhysicalDeviceProperties2(p, &p2);
         out->max_allocation = m3.maxMemoryAllocationSize;
+        out->denorm_preserve_f16 = fc.shaderDenormPreserveFloat16;
+        out->denorm_preserve_f32 = fc.shaderDenormPreserveFloat32;
+        out->denorm_flush_f16 = fc.shaderDenormFlushToZeroFloat16;
+        out->denorm_flush_f32 = fc.shaderDenormFlushToZeroFloat32;
+        out->denorm_independence = (uint32_t)fc.denormBehaviorIndependence;
         VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
         VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
                                                 .pNext = &f11};

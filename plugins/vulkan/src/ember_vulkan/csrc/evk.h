@@ -28,6 +28,10 @@ typedef struct {
     uint32_t compute_queue_family;   /* 0xffffffff: none */
     /* features ember-vulkan's shaders may use (1 = supported) */
     uint32_t buffer_device_address, storage_8bit, storage_16bit, shader_int64, shader_float64;
+    /* Vulkan 1.2 float controls (1 = supported): whether a shader may ask to keep or to flush
+     * subnormals; denorm_independence is a VkShaderFloatControlsIndependence (0: 32-bit only,
+     * 1: all, 2: none). */
+    uint32_t denorm_preserve_f16, denorm_preserve_f32, denorm_flush_f16, denorm_flush_f32, denorm_independence;
 } evk_device_info;
 
 typedef struct {
