@@ -62,12 +62,14 @@ from ember_core.errors import (
     NotSerializableError,
     PluginError,
     RegistryError,
+    SerializationError,
     ShapeError,
     UnsupportedOpError,
 )
 from ember_core.interop import from_dlpack
 from ember_core.ops import ENTRIES as _ENTRIES
 from ember_core.ops.composites import meshgrid
+from ember_core.serialization import load, save
 from ember_core.tensor import Tensor
 from ember_core.views import broadcast_shapes, broadcast_to, expand_dims, moveaxis, permute_dims, squeeze
 
@@ -100,6 +102,8 @@ def flip(x: Tensor, /, *, axis: Any = None) -> Tensor:
 
 
 manual_seed = random.manual_seed
+get_rng_state = random.get_rng_state
+set_rng_state = random.set_rng_state
 
 
 def set_num_threads(n: int) -> None:

@@ -52,8 +52,13 @@ class ConfigError(EmberError, ValueError):
 
 
 class NotSerializableError(EmberError, TypeError):
-    """Pickling what holds device memory (tensors, modules): not supported yet.  A TypeError, as
-    pickle's own "cannot pickle" is, so code that probes picklability keeps working."""
+    """An object ember cannot pickle or save (a tensor computed by a recorded op, an unsupported type).
+    A TypeError, as pickle's own "cannot pickle" is, so code that probes picklability keeps working."""
+
+
+class SerializationError(EmberError, ValueError):
+    """A file em.load cannot read safely (truncated, malformed header, inconsistent sizes or offsets...) or
+    an object em.save cannot store; the message names the file and the problem."""
 
 
 class KernelError(EmberError, RuntimeError):

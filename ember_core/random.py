@@ -83,3 +83,21 @@ def blocks_for(kind: str, itemsize: int, n: int) -> int:
     if kind == "uniform" and itemsize <= 4:
         return -(-n // 4)
     return -(-n // 2)
+
+
+def get_rng_state() -> dict[str, Any]:
+    """Every generator's (seed, offset) by device name, and the seed new generators start from: what a
+    checkpoint saves so that random draws after resuming are the ones an uninterrupted run makes."""
+    with _lock:
+        return {"default_seed": _default_seed,
+                "generators": {str(device): list(gen.get_state()) for device, gen in _generators.items()}}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what get_rng_state returned (generators of devices not named are left alone)."""
+    global _default_seed
+    seed = state["default_seed"]
+    Generator("cpu", seed)  # validates before anything changes
+    _default_seed = seed
+    for name, (gen_seed, offset) in state["generators"].items():
+        default_generator(name).set_state((gen_seed, offset))

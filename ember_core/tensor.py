@@ -11,13 +11,13 @@ import copy
 import math
 import sys
 from functools import lru_cache
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from ember_core import dtypes as _dt
 from ember_core.device import Device, as_device
-from ember_core.errors import DeviceError, DTypeError, NotSerializableError, ShapeError
+from ember_core.errors import DeviceError, DTypeError, ShapeError
 
 # No 64-bit CPU addresses more than 2**57 bytes (x86-64 and RISC-V with 5-level paging; ARM64: 2**52),
 # so no allocation can be larger, and no op may walk more bytes in one operand, broadcast views included
@@ -88,8 +88,11 @@ class Storage:
                                                                self.handle, 0, self.nbytes)
         return copied
 
-    def __reduce_ex__(self, protocol: Any) -> NoReturn:
-        _refuse_pickling()
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Pickles as (device name, bytes through the host); see ember_core.serialization.pickling."""
+        from ember_core.serialization.pickling import reduce_storage
+
+        return reduce_storage(self)
 
 
 @lru_cache(maxsize=4096)
@@ -367,8 +370,12 @@ class Tensor:
             t.grad = copy.deepcopy(self.grad, memo)
         return _as_original_kind(self, t)
 
-    def __reduce_ex__(self, protocol: Any) -> NoReturn:
-        _refuse_pickling()
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        """Pickles as its storage and layout, loaded under em.load's device policy (the saved device when
+        available, else cpu with a warning); see ember_core.serialization.pickling."""
+        from ember_core.serialization.pickling import reduce_tensor
+
+        return reduce_tensor(self)
 
     # ---- host interop ---------------------------------------------------------------------------
     def item(self) -> bool | int | float | complex:
@@ -560,14 +567,6 @@ def _as_original_kind(original: Tensor, copied: Tensor) -> Tensor:
     if parameters is not None and isinstance(original, parameters.Parameter):
         parameters.remember(copied)
     return copied
-
-
-def _refuse_pickling() -> NoReturn:
-    raise NotSerializableError(
-        "ember tensors cannot be pickled yet (a save/load API is planned); copy.deepcopy makes an "
-        "independent copy in memory, and values can be saved as numpy arrays: "
-        "numpy.save(path, t.cpu().numpy()), or {k: v.cpu().numpy() for k, v in model.state_dict().items()}"
-    )
 
 
 def _numpy_alias(t: Tensor, address: int) -> np.ndarray:

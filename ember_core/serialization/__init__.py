@@ -1,0 +1,126 @@
+"""``em.save`` and ``em.load``: objects holding tensors in safetensors files.
+
+The tensors are the file's safetensors tensors (PyTorch reads a file of plain tensors through the
+``safetensors`` package, and ember reads PyTorch's); everything else (nesting, numbers, sharing, devices)
+is JSON in the header's ``__metadata__`` (``ember.format``, ``ember.structure``), so loading runs no code.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap as _mmap
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ember_core.device import as_device
+from ember_core.serialization.placement import storage_bytes, storage_from_bytes, target_device
+from ember_core.serialization.safetensors import Entry, HeaderReader, encode_header
+from ember_core.serialization.structure import Packer, Unpacker
+from ember_core.tensor import Storage
+
+FORMAT_VERSION = "1"
+
+
+def save(obj: Any, path: str | os.PathLike[str]) -> None:
+    """Write ``obj`` (tensors, state dicts, optimizer / scheduler / RNG state...) to ``path`` atomically:
+    a temporary file beside it is written, flushed to disk and renamed over ``path``, so a crash mid-save
+    leaves the previous file intact."""
+    packer = Packer()
+    structure = json.dumps(packer.pack(obj), separators=(",", ":"), allow_nan=False)
+    entries, offset = {}, 0
+    layout = packer.entries()
+    for name, storage, dtype, shape in layout:
+        entries[name] = Entry(dtype, shape, offset, offset + storage.nbytes)
+        offset += storage.nbytes
+    header = encode_header(entries, {"ember.format": FORMAT_VERSION, "ember.structure": structure})
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(header)
+            for _, storage, _, _ in layout:
+                f.write(memoryview(storage_bytes(storage)))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    _fsync_directory(path.parent)
+
+
+def load(path: str | os.PathLike[str], *, device: Any = None, mmap: bool = False) -> Any:
+    """The object saved at ``path``; a file without ember's structure (PyTorch's) gives {name: tensor}.
+
+    ``device`` puts every tensor there; without it, each goes back to the device it was saved from when
+    that backend is available, else to cpu with a warning.  ``mmap=True`` maps the file copy-on-write and
+    cpu tensors alias the mapping (no read, no copy) where their bytes are aligned; the file must then not
+    be truncated in place while they live (em.save replaces files by renaming, which is safe)."""
+    requested = None if device is None else as_device(device)
+    name = os.fspath(path)
+    with open(path, "rb") as f:
+        reader = HeaderReader(name, os.fstat(f.fileno()).st_size)
+        n = reader.header_length(f.read(8))
+        raw = f.read(n)
+        if len(raw) != n:
+            raise reader.fail("truncated inside the header")
+        entries, metadata = reader.parse(raw)
+        start = 8 + n
+        mapping = np.frombuffer(_mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY), np.uint8) if mmap else None
+        storages: dict[str, Storage] = {}
+
+        def storage(entry_name: str, saved_device: str) -> Storage:
+            if entry_name not in storages:
+                e = entries[entry_name]
+                if mapping is not None:
+                    data = mapping[start + e.begin:start + e.end]
+                    aligned = data.ctypes.data % e.dtype.itemsize == 0
+                else:
+                    data, aligned = _read(f, reader, start + e.begin, e.end - e.begin), True
+                storages[entry_name] = storage_from_bytes(data, target_device(saved_device, requested), aligned)
+            return storages[entry_name]
+
+        if "ember.structure" not in metadata:
+            from ember_core.tensor import Tensor, contiguous_strides
+
+            return {k: Tensor._make(storage(k, "cpu"), e.shape, contiguous_strides(e.shape), 0, e.dtype)
+                    for k, e in entries.items()}
+        if metadata.get("ember.format") != FORMAT_VERSION:
+            raise reader.fail(f"ember format version {metadata.get('ember.format')!r}; this ember reads "
+                              f"version {FORMAT_VERSION}: upgrade ember")
+        try:
+            tree = json.loads(metadata["ember.structure"])
+        except (json.JSONDecodeError, RecursionError):
+            raise reader.fail("the ember structure metadata is not JSON") from None
+        try:
+            return Unpacker(name, entries, storage).unpack(tree)
+        except RecursionError:
+            raise reader.fail("the ember structure nests too deeply") from None
+
+
+def _read(f: Any, reader: HeaderReader, at: int, nbytes: int) -> np.ndarray:
+    """``nbytes`` bytes of the file at ``at`` in a fresh buffer (which a cpu tensor then aliases)."""
+    out = np.empty(nbytes, np.uint8)
+    f.seek(at)
+    if f.readinto(memoryview(out)) != nbytes:
+        raise reader.fail("truncated: the file ends inside a tensor's data (was it changed while loading?)")
+    return out
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+__all__ = ["load", "save"]
