@@ -97,6 +97,19 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if result["test_accuracy"] >= result["target_accuracy"] else 1
 
 
+def _new_backend(args: argparse.Namespace) -> int:
+    from ember_core.scaffold import ScaffoldError, new_backend
+
+    try:
+        root = new_backend(args.name, args.dest, device_type=args.device_type, memory=args.memory)
+    except ScaffoldError as exc:
+        print(f"ember new-backend: {exc}", file=sys.stderr)
+        return 2
+    print(f"generated {root}\nnext: pip install -e {root} && ember-conformance run --device "
+          f"{args.device_type or args.name} --level 0 --out report/   (then see {root / 'README.md'})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ember", description="Ember: backends, checks and the demo.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -107,11 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--device", help="device to train on, e.g. cpu or vulkan:0 (default: the best available)")
     demo.add_argument("--epochs", type=int, default=None, help="training epochs (default: 10)")
     demo.add_argument("--seed", type=int, default=0, help="seed for the weights, the split and the shuffling")
+    new = sub.add_parser("new-backend", help="generate an installable backend package that passes conformance level 0")
+    new.add_argument("name", help="plugin name: the package is ember-NAME, its module ember_NAME")
+    new.add_argument("--device-type", help="the device type it owns (default: NAME)")
+    new.add_argument("--memory", choices=("host", "device"), default="host",
+                     help="host: memory the host addresses; device: a separate memory space with explicit copies")
+    new.add_argument("--dest", default=".", help="directory to create ember-NAME in (default: here)")
     args = parser.parse_args(argv)
     from ember_core.errors import ConfigError
 
     try:
-        return {"backends": _backends, "doctor": _doctor, "demo": _demo}[args.command](args)
+        return {"backends": _backends, "doctor": _doctor, "demo": _demo,
+                "new-backend": _new_backend}[args.command](args)
     except ConfigError as exc:
         print(f"ember: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -179,7 +179,8 @@ class PluginManager:
             self._changed()
 
     def register(self, module: Any) -> Backend:
-        """Register a plugin that is not an installed package (a vendor prototyping).
+        """Register a plugin that is not an installed package (a vendor prototyping): a module, a
+        class of hooks or an instance of one.
 
         Raises PluginError with the reason instead of recording it as broken: the caller is the
         developer who can fix it.
@@ -237,6 +238,8 @@ class PluginManager:
         """The plugin's hooks and its PluginInfo; ``package``, the installed distribution, replaces
         the package the plugin names itself: it is what ``pip uninstall`` takes, and what decides
         a contested claim."""
+        if inspect.isclass(module):  # a class of hooks (an entry point may name one): its instance is the plugin
+            module = module()
         hooks = _collect_hooks(module)
         missing = [h for h in REQUIRED_HOOKS if h not in hooks]
         if missing:
@@ -459,7 +462,7 @@ MANAGER = PluginManager()
 
 
 def register(module: Any) -> Backend:
-    """Register a plugin module directly (no installed package needed)."""
+    """Register a plugin (a module, a class of hooks or an instance) directly, no installed package needed."""
     return MANAGER.register(module)
 
 
