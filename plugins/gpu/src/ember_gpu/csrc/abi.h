@@ -33,6 +33,9 @@
  *                                            integers wrap, half types add in float32)
  *   eg_matmul_matmul_<dtype>                integer matmul (int8 .. int64, uint8; wrapping)
  *   eg_nonzero_nonzero_<dtype>              every dtype (NaN true, -0.0 false): eg_nonzero_args
+ *   eg_softmax_<softmax|log_softmax>_<dtype>   real floating, along one dim: eg_softmax_args
+ *   eg_loss_<nll_loss|nll_loss_grad>_<dtype>   real floating: eg_loss_args
+ *   eg_norm_rows_<dtype>                    layer_norm and group_norm, real floating: eg_norm_args
  *   take, put, matmul: any 1-d block and grid, one thread per output element (take, matmul) or
  *   per (outer, inner) pair (put); with no elements, do not launch.  nonzero: block at most
  *   EG_BLOCK threads, grid exactly ceil(total / chunk) blocks (no grid-stride; e.g. chunk =
@@ -291,6 +294,72 @@ typedef struct {
     int ndim;                          /* 1 .. EG_MAX_DIMS */
     int mode;
 } eg_nonzero_args;
+/* softmax / log_softmax (eg_nn.h) along the middle dim of a contiguous (outer, n, inner) x; out
+ * contiguous, x's shape.  A line is the n elements (o, :, k), inner apart.  mode EG_SOFTMAX_THREAD:
+ * one thread per line, any block and grid; EG_SOFTMAX_BLOCK: one block of exactly EG_BLOCK threads
+ * per line (grid min(lines, 65535)), its maximum and sum combined by halving.  Choose from the shape
+ * alone (e.g. BLOCK when inner == 1 and n > 64).  No elements: do not launch. */
+#define EG_SOFTMAX_THREAD 0
+#define EG_SOFTMAX_BLOCK 1
+typedef struct {
+    void *out;
+    const void *x;
+    long long outer;
+    long long n;                       /* the softmax dim (>= 1) */
+    long long inner;
+    int mode;
+    int reserved;
+} eg_softmax_args;
+
+/* nll_loss / nll_loss_grad (eg_nn.h) over n rows of c classes; target (n,) int64, each in [0, c)
+ * or ignore_index (the core checks them; a row outside both gets NaN, never a read out of bounds);
+ * weight (c,) of the op's dtype or NULL; reduction EG_LOSS_NONE / MEAN / SUM.
+ *   nll_loss: x is log_probs (n, c).  NONE: mode EG_LOSS_ROWS, a thread per row into out (n,), any
+ *     grid; MEAN / SUM: mode EG_LOSS_TOTAL, grid exactly 1 block of EG_BLOCK threads into out (0-d).
+ *   nll_loss_grad: x is grad_output ((n,) for NONE, else 0-d), out (n, c).  MEAN: first mode
+ *     EG_LOSS_DIVISOR (grid 1, EG_BLOCK threads) writes the divisor (double) to scratch[0], then
+ *     mode EG_LOSS_ROWS (any grid: a thread per element of out) reads it; NONE / SUM: ROWS only.
+ * Sums accumulate in double; the blocks combine by halving (deterministic, no atomics). */
+#define EG_LOSS_NONE 0
+#define EG_LOSS_MEAN 1
+#define EG_LOSS_SUM 2
+#define EG_LOSS_ROWS 0
+#define EG_LOSS_TOTAL 1
+#define EG_LOSS_DIVISOR 2
+typedef struct {
+    void *out;
+    const void *x;
+    const long long *target;
+    const void *weight;                /* NULL: every class weighs 1 */
+    double *scratch;                   /* nll_loss_grad with MEAN: one double */
+    long long n;
+    long long c;
+    long long ignore_index;
+    double smoothing;                  /* label_smoothing in [0, 1] */
+    int reduction;
+    int mode;
+} eg_loss_args;
+/* layer_norm and group_norm forward (eg_norm.h): `rows` contiguous rows of d values each, out
+ * likewise; value j of row r has channel (r % groups) * (d / span) + j / span, which indexes weight
+ * and bias (NULL: 1 and 0).  layer_norm: groups 1, span 1; group_norm of x (N, C, S): rows N *
+ * groups, d (C / groups) * S, span S.  mode EG_NORM_THREAD: a thread per row, any block and grid;
+ * EG_NORM_BLOCK: one block of exactly EG_BLOCK threads per row (grid min(rows, 65535)).  Choose
+ * from the shape alone (e.g. THREAD when d <= 64).  No rows or d == 0: do not launch. */
+#define EG_NORM_THREAD 0
+#define EG_NORM_BLOCK 1
+typedef struct {
+    void *out;
+    const void *x;
+    const void *weight;
+    const void *bias;
+    long long rows;
+    long long d;
+    long long span;                    /* values per channel within a row (>= 1, divides d) */
+    long long groups;                  /* >= 1 */
+    double eps;
+    int mode;
+    int reserved;
+} eg_norm_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */

@@ -14,7 +14,8 @@
  * bfloat16 storage types), eg_complex.h (complex64 / complex128 and their functions),
  * eg_loops.h (the elementwise loops), eg_random.h (Philox), eg_reduce.h (reductions), eg_scan.h
  * (scans), eg_sort.h (sort, searchsorted), eg_index.h
- * (take, index_put, the integer matmul), eg_host.h (the host launcher).
+ * (take, index_put, the integer matmul), eg_nn.h (softmax, nll_loss), eg_norm.h (layer_norm,
+ * group_norm), eg_host.h (the host launcher).
  */
 #ifndef EG_PRELUDE_H
 #define EG_PRELUDE_H
@@ -126,5 +127,7 @@ static EG_HD EG_INLINE bool eg_signbit(double x) { return (eg_f64_bits(x) >> 63)
 #include "eg_scan.h"
 #include "eg_sort.h"
 #include "eg_index.h"
+#include "eg_nn.h"
+#include "eg_norm.h"
 
 #endif /* EG_PRELUDE_H */

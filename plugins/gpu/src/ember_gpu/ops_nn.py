@@ -1,0 +1,149 @@
+"""The nn ops with kernels of their own (csrc/eg_nn.h, eg_norm.h): softmax and log_softmax along one
+dim (eg_softmax_<op>_<dtype>), nll_loss and nll_loss_grad (eg_loss_<op>_<dtype>), layer_norm and
+group_norm forward (eg_norm_rows_<dtype>).  nn.toml hands these kernels contiguous tensors only.
+The launch mode is chosen from the shape alone, so a result's bits never depend on the device;
+every sum is a fixed tree (deterministic, no atomics).  Softmax's and log_softmax's gradients are
+composites of native ops, nll_loss's is nll_loss_grad; the norms' gradients run as their
+composites (native ops) for now."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ember_gpu import abi
+from ember_gpu.codegen import BY_NAME
+from ember_gpu.ops import Entry, OpLayer
+
+SOFTMAX_THREAD, SOFTMAX_BLOCK = 0, 1  # EG_SOFTMAX_* of abi.h
+LOSS_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}  # EG_LOSS_NONE / MEAN / SUM
+LOSS_ROWS, LOSS_TOTAL, LOSS_DIVISOR = 0, 1, 2  # EG_LOSS_* modes
+NORM_THREAD, NORM_BLOCK = 0, 1  # EG_NORM_*
+SHORT_LINE = 64  # softmax lines up to this long (or not along the last dim): a thread per line
+MAX_GRID = 65535
+_BLOCK = (abi.BLOCK, 1, 1)
+_ONE_BLOCK = (1, 1, 1)
+
+
+def _softmax(layer: OpLayer, op: str) -> Any:
+    def softmax(out: Any, x: Any, *, axis: int) -> Any:
+        if not out._numel:
+            return None
+        shape = x._shape
+        outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+        ops = layer.device_ops(out)
+        thread = inner > 1 or n <= SHORT_LINE
+        lines = outer * inner
+        layer.kernel(ops, f"eg_softmax_{op}_{x._dtype.name}")(
+            ops.grid(lines) if thread else (min(lines, MAX_GRID), 1, 1), _BLOCK,
+            {"out": layer.address(ops, out), "x": layer.address(ops, x), "outer": outer, "n": n, "inner": inner,
+             "mode": SOFTMAX_THREAD if thread else SOFTMAX_BLOCK})
+        return None
+
+    softmax.__name__ = op
+    return softmax
+
+
+def _optional_address(layer: OpLayer, ops: Any, t: Any) -> int:
+    """A tensor's address, or 0 for None or an empty tensor (a kernel never reads either)."""
+    return layer.address(ops, t) if t is not None and t._numel else 0
+
+
+def _loss_args(layer: OpLayer, ops: Any, out: Any, first: Any, target: Any, weight: Any, classes: int,
+               ignore_index: int, reduction: str, label_smoothing: float) -> dict[str, Any]:
+    return {"out": _optional_address(layer, ops, out), "x": _optional_address(layer, ops, first),
+            "target": _optional_address(layer, ops, target), "weight": _optional_address(layer, ops, weight),
+            "scratch": 0, "n": target._numel, "c": classes, "ignore_index": ignore_index,
+            "smoothing": label_smoothing, "reduction": LOSS_REDUCTIONS[reduction]}
+
+
+def _nll_loss(layer: OpLayer) -> Any:
+    def nll_loss(out: Any, log_probs: Any, target: Any, weight: Any, *, ignore_index: int, reduction: str,
+                 label_smoothing: float) -> Any:
+        ops = layer.device_ops(out)
+        args = _loss_args(layer, ops, out, log_probs, target, weight, log_probs._shape[1], ignore_index, reduction,
+                          label_smoothing)
+        kernel = layer.kernel(ops, f"eg_loss_nll_loss_{log_probs._dtype.name}")
+        if reduction != "none":  # one block sums every row (and the divisor) in a fixed tree
+            kernel(_ONE_BLOCK, _BLOCK, {**args, "mode": LOSS_TOTAL})
+        elif out._numel:
+            kernel(ops.grid(out._numel), _BLOCK, {**args, "mode": LOSS_ROWS})
+        return None
+
+    return nll_loss
+
+
+def _nll_loss_grad(layer: OpLayer) -> Any:
+    def nll_loss_grad(out: Any, grad_output: Any, target: Any, weight: Any, *, ignore_index: int, reduction: str,
+                      label_smoothing: float) -> Any:
+        if not out._numel:
+            return None
+        ops = layer.device_ops(out)
+        args = _loss_args(layer, ops, out, grad_output, target, weight, out._shape[1], ignore_index, reduction,
+                          label_smoothing)
+        kernel = layer.kernel(ops, f"eg_loss_nll_loss_grad_{out._dtype.name}")
+        if reduction != "mean":
+            kernel(ops.grid(out._numel), _BLOCK, {**args, "mode": LOSS_ROWS})
+            return None
+        scratch = ops.device.memory.alloc(8)  # the divisor, one double
+        try:
+            args["scratch"] = scratch.pointer
+            kernel(_ONE_BLOCK, _BLOCK, {**args, "mode": LOSS_DIVISOR})
+            kernel(ops.grid(out._numel), _BLOCK, {**args, "mode": LOSS_ROWS})
+        finally:
+            ops.device.memory.free(scratch)  # stream-ordered: reused only after both launches ran
+        return None
+
+    return nll_loss_grad
+
+
+def _norm_rows(layer: OpLayer, out: Any, x: Any, weight: Any, bias: Any, rows: int, d: int, span: int,
+               groups: int, eps: float) -> None:
+    """Normalize ``rows`` rows of d values (eg_norm.h), a thread per short row, a block per long one."""
+    if not rows or not d:
+        return
+    ops = layer.device_ops(out)
+    thread = d <= SHORT_LINE
+    layer.kernel(ops, f"eg_norm_rows_{x._dtype.name}")(
+        ops.grid(rows) if thread else (min(rows, MAX_GRID), 1, 1), _BLOCK,
+        {"out": layer.address(ops, out), "x": layer.address(ops, x), "weight": _optional_address(layer, ops, weight),
+         "bias": _optional_address(layer, ops, bias), "rows": rows, "d": d, "span": span, "groups": groups,
+         "eps": eps, "mode": NORM_THREAD if thread else NORM_BLOCK})
+
+
+def _layer_norm(layer: OpLayer) -> Any:
+    def layer_norm(out: Any, x: Any, weight: Any, bias: Any, *, eps: float) -> Any:
+        rows, d = x._shape
+        _norm_rows(layer, out, x, weight, bias, rows, d, 1, 1, eps)
+        return None
+
+    return layer_norm
+
+
+def _group_norm(layer: OpLayer) -> Any:
+    def group_norm(out: Any, x: Any, weight: Any, bias: Any, *, num_groups: int, eps: float) -> Any:
+        n, channels, s = x._shape
+        _norm_rows(layer, out, x, weight, bias, n * num_groups, channels // num_groups * s, s, num_groups, eps)
+        return None
+
+    return group_norm
+
+
+def _served(layer: OpLayer, prefix: str) -> frozenset[str]:
+    """The dtypes of the kernels ``<prefix>_<dtype>`` in the build (not those of a longer prefix)."""
+    return frozenset(name[len(prefix) + 1:] for name in layer.index
+                     if name.startswith(prefix + "_") and name[len(prefix) + 1:] in BY_NAME)
+
+
+def kernels(layer: OpLayer) -> dict[str, Entry]:
+    makers = {"softmax": ("eg_softmax_softmax", _softmax(layer, "softmax")),
+              "log_softmax": ("eg_softmax_log_softmax", _softmax(layer, "log_softmax")),
+              "nll_loss": ("eg_loss_nll_loss", _nll_loss(layer)),
+              "nll_loss_grad": ("eg_loss_nll_loss_grad", _nll_loss_grad(layer)),
+              "layer_norm": ("eg_norm_rows", _layer_norm(layer)), "group_norm": ("eg_norm_rows", _group_norm(layer))}
+    table: dict[str, Entry] = {}
+    for op, (prefix, kernel) in makers.items():
+        served = _served(layer, prefix)
+        if served:
+            table[op] = kernel, served
+    return table
