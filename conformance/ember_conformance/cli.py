@@ -1,4 +1,4 @@
-"""``ember-conformance run | diff | list``."""
+"""``ember-conformance run | diff | baseline | list``."""
 
 from __future__ import annotations
 
@@ -49,9 +49,23 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    changes = diff.compare(diff.load(args.old), diff.load(args.new))
+    try:
+        old, new = diff.load(args.old), diff.load(args.new)
+    except diff.ReportError as exc:
+        print(f"ember-conformance diff: {exc}", file=sys.stderr)
+        return 2
+    changes = diff.compare(old, new)
     print(diff.render(changes))
     return 1 if changes["regressions"] else 0
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    try:
+        diff.write_baseline(diff.load(args.report), Path(args.out))
+    except diff.ReportError as exc:
+        print(f"ember-conformance baseline: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -89,10 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("diff", help="regressions and fixes between two report.json files")
     d.add_argument("old")
     d.add_argument("new")
+    b = sub.add_parser("baseline", help="write the part of a report.json that diff compares (to commit)")
+    b.add_argument("report")
+    b.add_argument("out")
     lst = sub.add_parser("list", help="print the case ids a run would collect")
     _selection(lst)
     args = parser.parse_args(argv)
-    return {"run": _run, "diff": _diff, "list": _list}[args.command](args)
+    return {"run": _run, "diff": _diff, "baseline": _baseline, "list": _list}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from ember_conformance import LEVELS, REPORT_SCHEMA_VERSION, __version__, verdicts
+from ember_conformance import LEVELS, REPORT_SCHEMA_VERSION, __version__, coverage, verdicts
 
 COLORS = {
     verdicts.PASS: "#2e7d32", verdicts.COMPOSITE: "#66bb6a", verdicts.FALLBACK: "#f9a825",
@@ -67,16 +67,19 @@ def providers_matrix(results: list[verdicts.CaseResult]) -> dict[str, dict[str, 
 
 def build(device: str, options: dict[str, Any], results: list[verdicts.CaseResult],
           levels: dict[int, verdicts.LevelStatus], seconds: float) -> dict[str, Any]:
+    cases = [r.to_json() for r in results]
     return {
         "schema": "ember-conformance-report", "schema_version": REPORT_SCHEMA_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device, "options": options, "seconds": round(seconds, 2),
         "environment": environment(device),
-        "levels": {str(n): {"name": LEVELS[n], "status": s.status, "counts": s.counts, "reason": s.reason}
-                   for n, s in levels.items()},
+        "levels": {str(n): {"name": LEVELS[n], "status": s.status, "counts": s.counts, "reason": s.reason,
+                            "requirement": s.requirement} for n, s in levels.items()},
         "summary": dict(Counter(r.verdict for r in results)),
         "matrix": providers_matrix(results),
-        "cases": [r.to_json() for r in results],
+        "coverage": coverage.by_level_and_dtype(cases),
+        "providers": coverage.by_provider(cases),
+        "cases": cases,
     }
 
 
@@ -98,16 +101,25 @@ def _bad(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in report["cases"] if c["verdict"] in verdicts.BAD]
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{v} {c}" for v, c in sorted(counts.items(), key=lambda x: verdicts.SEVERITY[x[0]]))
+
+
+def tolerance_text(tolerance: dict[str, float] | None) -> str:
+    return ", ".join(f"{k} {v:.3g}" for k, v in (tolerance or {}).items())
+
+
 def markdown(report: dict[str, Any], limit: int = 60) -> str:
-    env = report["environment"]
-    lines = [f"# Ember conformance: `{report['device']}`", "",
-             f"ember {env['ember']}, suite {env['suite']}, ABI {env['abi']}, Python {env['python']}; "
-             f"{len(report['cases'])} cases in {report['seconds']} s", "",
-             "| level | what | status | verdicts |", "|---|---|---|---|"]
+    lines = [f"# Ember conformance: `{report['device']}`", "", *[f"- {h}" for h in coverage.headlines(report)],
+             "", passed_levels(report), "", "| | |", "|---|---|",
+             *[f"| {k} | {v} |" for k, v in coverage.facts(report)],
+             f"| run | {len(report['cases'])} cases in {report['seconds']} s |", "",
+             "| level | what | requirement | status | verdicts |", "|---|---|---|---|---|"]
     for n, lv in report["levels"].items():
-        counts = ", ".join(f"{v} {c}" for v, c in sorted(lv["counts"].items(), key=lambda x: verdicts.SEVERITY[x[0]]))
         status = lv["status"] + (f": {lv['reason']}" if lv["reason"] else "")
-        lines.append(f"| {n} | {lv['name']} | {status} | {counts} |")
+        lines.append(f"| {n} | {lv['name']} | {lv.get('requirement', '')} | {status} | {_counts(lv['counts'])} |")
+    lines += ["", "## Ops each provider ran natively", ""]
+    lines += [f"- {p} ({len(ops)}): {', '.join(ops)}" for p, ops in report.get("providers", {}).items()] or ["- none"]
     bad = _bad(report)
     lines += ["", f"## Failures ({len(bad)})", ""]
     for c in bad[:limit]:
@@ -141,16 +153,22 @@ def _matrix_html(report: dict[str, Any]) -> str:
 def html_page(report: dict[str, Any], limit: int = 300) -> str:
     esc = html.escape
     levels = "".join(
-        f"<tr><td>{n}</td><td>{esc(lv['name'])}</td><td>{esc(lv['status'])}</td><td>{esc(lv['reason'])}</td>"
-        f"<td>{esc(', '.join(f'{v} {c}' for v, c in lv['counts'].items()))}</td></tr>"
+        f"<tr><td>{n}</td><td>{esc(lv['name'])}</td><td>{esc(lv.get('requirement', ''))}</td>"
+        f"<td>{esc(lv['status'])}</td><td>{esc(lv['reason'])}</td><td>{esc(_counts(lv['counts']))}</td></tr>"
         for n, lv in report["levels"].items())
+    heads = "".join(f"<li>{esc(h)}</li>" for h in coverage.headlines(report))
+    facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in coverage.facts(report))
+    providers = "".join(f"<li><b>{esc(p)}</b> ({len(ops)}): {esc(', '.join(ops))}</li>"
+                        for p, ops in report.get("providers", {}).items()) or "<li>none</li>"
+    skipped = "".join(f"<li><code>{esc(c['id'])}</code> {c['verdict']}: {esc(c.get('message', ''))}</li>"
+                      for c in report["cases"] if c["verdict"] in (verdicts.SKIP, verdicts.XFAIL))
     legend = " ".join(f'<span style="background:{c};padding:2px 6px;color:#fff">{v}</span>' for v, c in COLORS.items())
     failures = []
     for c in _bad(report)[:limit]:
         stats = ", ".join(f"{k} {c[k]:.3g}" for k in ("max_abs_error", "max_rel_error", "max_ulp")
                           if c.get(k) is not None)
         failures.append(f"<details><summary><code>{esc(c['id'])}</code> <b>{c['verdict']}</b> {esc(stats)} "
-                        f"{esc(str(c.get('tolerance', '')))}</summary><pre>{esc(c.get('message', ''))}</pre>"
+                        f"{esc(tolerance_text(c.get('tolerance')))}</summary><pre>{esc(c.get('message', ''))}</pre>"
                         f"<pre>{esc(c.get('reproducer', ''))}</pre></details>")
     env = report["environment"]
     title = f"Ember conformance: {esc(report['device'])}"
@@ -159,13 +177,17 @@ def html_page(report: dict[str, Any], limit: int = 300) -> str:
 table{{border-collapse:collapse}} td,th{{border:1px solid #ddd;padding:2px 6px}} pre{{background:#f5f5f5;padding:8px;
 overflow:auto}}</style></head><body>
 <h1>Ember conformance: {esc(report['device'])}</h1>
+<ul>{heads}</ul>
 <p>{esc(passed_levels(report))}</p>
-<p>ember {esc(env['ember'])}, suite {esc(env['suite'])}, ABI {esc(env['abi'])}, Python {esc(env['python'])},
-{esc(env['platform'])}; {len(report['cases'])} cases in {report['seconds']} s; created {esc(report['created'])}</p>
-<h2>Levels</h2><table><tr><th>level</th><th>what</th><th>status</th><th>reason</th><th>verdicts</th></tr>{levels}</table>
+<table>{facts}<tr><th>run</th><td>{esc(env['platform'])}; {len(report['cases'])} cases in {report['seconds']} s;
+created {esc(report['created'])}</td></tr></table>
+<h2>Levels</h2><table><tr><th>level</th><th>what</th><th>requirement</th><th>status</th><th>reason</th><th>verdicts</th>
+</tr>{levels}</table>
+<h2>Ops each provider ran natively</h2><ul>{providers}</ul>
 <h2>Ops x dtypes</h2><p>{legend}. Each cell names the provider that served it (or how it ran); hover for counts.</p>
 {_matrix_html(report)}
 <h2>Failures</h2>{''.join(failures) or '<p>none</p>'}
+<h2>Skipped and expected failures</h2><ul>{skipped or '<li>none</li>'}</ul>
 </body></html>
 """
 

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ember_conformance import cases, contract, plugin_loader, verdicts
+from ember_conformance import LEVELS, cases, contract, plugin_loader, verdicts
 from ember_conformance.progress import Progress
 from ember_conformance.runner import WorkerConfig, run_cases
 
@@ -50,6 +50,9 @@ def run(opts: cases.Options, config: WorkerConfig, jobs: int, progress: bool = T
     for n, status in levels.items():
         if n > 0 and results and not any(r.level == n for r in results):
             status.status, status.reason = "not run", "no case selected (--ops / --dtypes)"
+    for n in range(opts.max_level + 1, max(LEVELS) + 1):
+        levels[n] = verdicts.LevelStatus(n, "not run", {}, f"not requested (--level {opts.max_level})",
+                                         verdicts.REQUIREMENTS[n])
     options = {**asdict(opts), "jobs": jobs, "prefer": config.prefer, "plugins": config.plugins,
                "timeout": config.timeout}
     rep = report.build(opts.device, options, results, levels, time.monotonic() - start)

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from ember_conformance import REPORT_SCHEMA_VERSION, cases, diff, report, verdicts
+import pytest
+from ember_conformance import REPORT_SCHEMA_VERSION, cases, coverage, diff, report, verdicts
 from ember_conformance.tolerances import compare, round_to_bfloat16, ulp_distance
 
 
@@ -97,8 +98,42 @@ def test_report_schema_and_diff(tmp_path: Path) -> None:
     assert code == 1
 
 
+def test_diff_counts_lost_coverage_and_lost_levels_and_refuses_old_reports(tmp_path: Path) -> None:
+    old = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", "pass")]
+    new = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", "fallback")]
+    reports = [report.build("cpu", {}, r, verdicts.judge_levels(r, [0, 1]), 1.0) for r in (old, new)]
+    assert sorted(c.split(":")[0] for c in diff.compare(*reports)["regressions"]) == ["L1/add/float32/a", "level 1"]
+    assert [c.split(":")[0] for c in diff.compare(*reversed(reports))["fixes"]] == ["L1/add/float32/a", "level 1"]
+    reports[0]["schema_version"] = 1
+    path = tmp_path / "v1.json"
+    report.write_json(reports[0], path)
+    with pytest.raises(diff.ReportError, match="version 1 report"):
+        diff.load(path)
+    proc = subprocess.run([sys.executable, "-m", "ember_conformance", "diff", str(path), str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "rerun the suite" in proc.stderr
+
+
 def test_pytest_run_that_selects_no_case_fails() -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
                            "ember_conformance", "--ember-device", "cpu", "--ember-level", "1", "--ember-ops", "add",
                            "-k", "no_such_case"], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0, proc.stdout[-2000:]
+
+
+def test_report_headline_facts_and_readable_reasons(tmp_path: Path) -> None:
+    results = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", "pass"),
+               _result("L1/sin/float32/a", "fallback"), _result("L1/exp/float32/a", "skip"),
+               _result("L2/add/int8/a", "xfail")]
+    results[2].how, results[3].message, results[4].message = "fallback", "no sampler yet", "declared off by one"
+    rep = report.build("cpu", {"prefer": ["xnnpack"]}, results, verdicts.judge_levels(results, [0, 1, 2]), 1.0)
+    assert rep["coverage"]["1"]["float32"]["not_covered_ops"] == ["sin"]
+    assert "level 1 float32: native 1 of 3 ops (composite 0, not covered 1, skipped 1)" in coverage.headlines(rep)
+    assert rep["providers"] == {"cpu": ["add"]}
+    report.write_all(rep, tmp_path)
+    for page in ("summary.md", "report.html"):
+        text = (tmp_path / page).read_text()
+        assert "native 1 of 3 ops" in text and "numerics settings" in text and "xnnpack" in text
+        assert verdicts.REQUIREMENTS[1][:40] in text
+    page = (tmp_path / "report.html").read_text()
+    assert "no sampler yet" in page and "declared off by one" in page and "{'" not in page
