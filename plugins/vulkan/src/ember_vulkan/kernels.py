@@ -28,7 +28,7 @@ REDUCE_CHUNK = 4096  # elements of one row a workgroup reduces before a second p
 SERIAL_CHUNK = 256  # elements one invocation of reduce_serial.comp sums in order (and rows that short use it)
 ELEMENTWISE_RUN = 16  # innermost-dim elements one elementwise invocation walks on CPU devices (1 on GPUs)
 SERIAL_WG = 64  # workgroup size of reduce_serial.comp
-MATMUL_TILE = 64  # output tile of matmul.comp
+MATMUL_THREADS = 16  # matmul.comp's workgroup is MATMUL_THREADS x MATMUL_THREADS
 MATMUL_DIRECT_WG = 16  # workgroup size of matmul_direct.comp (small: lavapipe spreads workgroups over its threads)
 
 
@@ -233,14 +233,30 @@ def matmul(out: Any, a: Any, b: Any) -> None:
         dev.dispatch(name_of(f"matmul_direct{block}", A=a.dtype.name),
                      (dev.groups_for(blocks, MATMUL_DIRECT_WG), 1, 1), "<QQQQI", (*addresses, PARAMS, blocks), params)
         return
-    grid = (-(-n // MATMUL_TILE), -(-m // MATMUL_TILE), math.prod(batch))
+    rows, cols, _ = dev.matmul_tiles
+    grid = (-(-n // (MATMUL_THREADS * cols)), -(-m // (MATMUL_THREADS * rows)), math.prod(batch))
     limit = dev.max_groups
     for z in range(0, grid[2], limit[2]):
         for y in range(0, grid[1], limit[1]):
             for x in range(0, grid[0], limit[0]):
                 groups = (min(limit[0], grid[0] - x), min(limit[1], grid[1] - y), min(limit[2], grid[2] - z))
                 dev.dispatch(name_of("matmul", A=a.dtype.name), groups, "<QQQQIII", (*addresses, PARAMS, x, y, z),
-                             params)
+                             params, spec=dev.matmul_tiles)
+
+
+def set_matmul_tiles(index: int, rows: int, cols: int, step: int) -> None:
+    """Tile sizes of the shared-memory GEMM on vulkan:``index`` (specialization constants, so each
+    choice is its own pipeline): each of the 16 x 16 threads computes rows x cols outputs, and K is
+    staged through shared memory ``step`` at a time.  bench_vulkan.py sweeps them."""
+    for name, value, top in (("rows", rows, 8), ("cols", cols, 8), ("step", step, 64)):
+        if not (isinstance(value, int) and 1 <= value <= top):
+            raise ValueError(f"ember-vulkan: matmul tile {name} must be an integer in [1, {top}], got {value!r}")
+    dev = runtime.device(index)
+    shared = MATMUL_THREADS * (rows + cols) * step * 8  # int64 tiles are the largest
+    if shared > dev.info.max_shared_memory:
+        raise ValueError(f"ember-vulkan: matmul tiles {rows}x{cols}, step {step} need {shared} bytes of shared "
+                         f"memory; {dev.name} has {dev.info.max_shared_memory}: use smaller tiles")
+    dev.matmul_tiles = (rows, cols, step)
 
 
 # ---- indexing ------------------------------------------------------------------------------------

@@ -135,7 +135,8 @@ class VulkanDevice:
         # Ask the driver to keep float32 subnormals where it can (tests switch it off to run the other
         # variant); a device that cannot reports that it flushes them.
         self.keep_subnormals = denormals.subnormals_kept(info)
-        self._pipelines: dict[tuple[str, int, bool], Any] = {}
+        self.matmul_tiles = (4, 4, 16)  # matmul.comp's (RM, RN, STEP): see kernels.set_matmul_tiles
+        self._pipelines: dict[tuple[str, int, tuple[int, ...], bool], Any] = {}
         self._spirv: dict[str, bytes] = {}
         self.submissions = 0  # batches submitted (tests check that work is batched)
         # Copy through mapped device memory when the driver maps it (integrated GPUs, lavapipe);
@@ -144,8 +145,9 @@ class VulkanDevice:
 
     # ---- pipelines --------------------------------------------------------------------------------
 
-    def pipeline(self, variant: str, op: int = 0) -> Any:
-        key = (variant, op, self.keep_subnormals)
+    def pipeline(self, variant: str, op: int = 0, spec: tuple[int, ...] = ()) -> Any:
+        """The pipeline of ``variant`` with specialization constants (op, *spec)."""
+        key = (variant, op, spec, self.keep_subnormals)
         found = self._pipelines.get(key)
         if found is None:
             code = self._spirv.get(variant)
@@ -159,9 +161,9 @@ class VulkanDevice:
             if self.keep_subnormals:
                 code = denormals.with_denorm_preserve(code)
             err = ffi.new("char[512]")
-            spec = ffi.new("uint32_t[1]", [op])
-            found = lib.evk_pipeline_create(self.native, ffi.from_buffer("uint32_t[]", code), len(code), spec, 1,
-                                            err, len(err))
+            constants = ffi.new("uint32_t[]", [op, *spec])
+            found = lib.evk_pipeline_create(self.native, ffi.from_buffer("uint32_t[]", code), len(code), constants,
+                                            1 + len(spec), err, len(err))
             if found == ffi.NULL:
                 raise KernelError(f"ember-vulkan: building the pipeline {variant} failed: {_text(err)}")
             self._pipelines[key] = found
@@ -174,11 +176,11 @@ class VulkanDevice:
         return max(1, min(-(-items // workgroup), self.max_groups[0]))
 
     def dispatch(self, variant: str, groups: tuple[int, int, int], fmt: str, fields: tuple[Any, ...],
-                 params: list[int] | None = None, op: int = 0) -> None:
+                 params: list[int] | None = None, op: int = 0, spec: tuple[int, ...] = ()) -> None:
         """Record one dispatch.  ``fields`` fill the push-constant struct ``fmt``; the placeholder
         PARAMS among them becomes the device address of ``params`` (int32s) copied to the arena."""
         with self.lock:
-            pipeline = self.pipeline(variant, op)
+            pipeline = self.pipeline(variant, op, spec)
             if params is not None:
                 data = struct.pack(f"<{len(params)}i", *params)
                 at = self.arena.take(len(data))
