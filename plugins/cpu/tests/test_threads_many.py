@@ -34,6 +34,7 @@ WIDE_A, WIDE_B = floats(90, 500), floats(500, 1900)
 THIN_W = floats(10, 256)
 IMAGES = floats(4, 16, 24, 24)
 FILTERS = floats(16, 16, 3, 3)
+BIG_IMAGES, BIG_GRADS = floats(16, 32, 16, 16), floats(16, 64, 8, 8)   # 3x3 stride 2: im2col chunks
 
 CASES: dict[str, Callable[[], object]] = {
     "add, just above the grain": lambda: em.asarray(X_FLAT[:40_000]) + em.asarray(X_FLAT[1:40_001]),
@@ -51,6 +52,9 @@ CASES: dict[str, Callable[[], object]] = {
     "matmul transposed": lambda: em.asarray(SQUARE_B.T) @ em.asarray(SQUARE_A.T),
     "linear, thin": lambda: em.linear(em.asarray(X_ROWS[:, :64].copy()), em.asarray(THIN_W[:, :64].copy())),
     "conv2d": lambda: em.conv2d(em.asarray(IMAGES), em.asarray(FILTERS), padding=1),
+    "conv2d weight gradient": lambda: em.conv2d_weight_grad(
+        em.asarray(BIG_IMAGES), em.asarray(BIG_GRADS), weight_shape=(64, 32, 3, 3), stride=2, padding=1),
+    "max pool": lambda: em.max_pool2d(em.asarray(IMAGES), 2),
     "sort": lambda: em.sort(em.asarray(X_ROWS), axis=0),
 }
 
@@ -134,5 +138,5 @@ def test_gemm_kc_changes_only_rounding(knob_default, tmp_path):
     reference = SQUARE_A.astype(np.float64) @ SQUARE_B
     np.testing.assert_allclose(changed["matmul_square"], reference, rtol=1e-4, atol=1e-3)
     for name, value in knob_default.items():
-        if not name.startswith(("matmul", "linear", "conv2d")):
+        if not name.startswith(("matmul", "linear", "conv2d")):   # products
             np.testing.assert_array_equal(changed[name], value, err_msg=name)
