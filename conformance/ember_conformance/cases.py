@@ -37,6 +37,17 @@ class Options:
         return not self.dtypes or dtype in self.dtypes
 
 
+def levels_left_out(ops: list[str], max_level: int) -> str:
+    """What an --ops selection leaves out of levels 1..max_level, in words ("" when nothing)."""
+    opts = Options("cpu", max_level, tuple(ops))
+    parts = []
+    if max_level >= 1:
+        parts.append("levels 1-3 test only the selected ops, so they prove nothing about the others")
+    if max_level >= 4 and not opts.wants_op("demo"):
+        parts.append("level 4 (add 'demo' to --ops to run it)")
+    return "; ".join(parts)
+
+
 def _schemas() -> list:
     from ember_core.ops.registry import REGISTRY
 

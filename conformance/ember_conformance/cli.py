@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ember_conformance import cases, diff, plugin_loader, report, session
+from ember_conformance import cases, contract, diff, plugin_loader, report, session
 from ember_conformance.runner import WorkerConfig
 
 
@@ -21,6 +21,28 @@ def _devices(names: list[str]) -> list[str]:
     return [t for t, b in sorted(MANAGER.device_owner.items()) if b.hooks["ember_device_count"](device_type=t) > 0]
 
 
+UNAVAILABLE = 3  # the exit status of a run whose device type exists but has no usable device here
+
+
+def device_problem(name: str) -> tuple[int, str] | None:
+    """(exit status, message) when NAME cannot be tested: 2 for an unknown device type (a usage
+    error that lists the devices there are), UNAVAILABLE for a known type without a usable device."""
+    from ember_core.plugins import MANAGER
+
+    MANAGER.ensure_discovered()
+    device_type = name.split(":")[0]
+    owner = MANAGER.device_owner.get(device_type)
+    if owner is None:
+        if any(device_type in (b.name, *b.device_types) for b in MANAGER.broken.values()):
+            return None  # a broken plugin's device: the run reports it (level 0, discovery)
+        known = ", ".join(sorted(MANAGER.device_owner)) or "none"
+        return 2, f"unknown device {name!r}; the devices that exist here: {known} (see `ember backends`)"
+    if owner.hooks["ember_device_count"](device_type=device_type) < 1:
+        reason = owner.hooks["ember_device_unavailable_reason"](device_type=device_type) or "no device found"
+        return UNAVAILABLE, f"{name}: unavailable: {reason}"
+    return None
+
+
 def _run(args: argparse.Namespace) -> int:
     specs = [*plugin_loader.specs_from_env(), *args.plugin]
     plugin_loader.register_all(specs)
@@ -28,12 +50,20 @@ def _run(args: argparse.Namespace) -> int:
     if not devices:
         print("ember-conformance: no device to test (no installed backend has a usable device)", file=sys.stderr)
         return 2
+    problems = [p for p in map(device_problem, devices) if p is not None]
+    if problems and not contract.PLUGIN_ERRORS:  # a --plugin that failed to register gets its report
+        print("\n".join(f"ember-conformance: {message}" for _, message in problems), file=sys.stderr)
+        return min(code for code, _ in problems)  # a usage error (2) first
+    if args.ops:
+        left_out = cases.levels_left_out(args.ops, args.level)
+        if left_out:
+            print(f"ember-conformance: --ops leaves out {left_out}", file=sys.stderr)
     reports = []
     for device in devices:
         opts = cases.Options(device=device, max_level=args.level, ops=tuple(args.ops), dtypes=tuple(args.dtypes),
                              demo_epochs=args.demo_epochs)
-        config = WorkerConfig(device=device, plugins=specs, prefer=args.prefer, demo_epochs=args.demo_epochs,
-                              timeout=args.timeout)
+        config = WorkerConfig(device=device, plugins=specs, prefer=args.prefer, exclude=args.exclude,
+                              demo_epochs=args.demo_epochs, timeout=args.timeout)
         out = Path(args.out) if len(devices) == 1 else Path(args.out) / device.replace(":", "-")
         rep = session.run(opts, config, args.jobs, progress=not args.no_progress, out=out)
         reports.append(rep)
@@ -96,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", required=True, help="directory for report.json, report.html, summary.md")
     run.add_argument("--prefer", action="append", default=[], metavar="PROVIDER",
                      help="prefer this provider (repeatable, in order), as ember_core.providers(prefer=...)")
+    run.add_argument("--exclude", action="append", default=[], metavar="PROVIDER",
+                     help="never use this provider (repeatable), as ember_core.providers(exclude=...)")
     run.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes (default 2)")
     run.add_argument("--timeout", type=float, default=60.0, help="seconds one case may take (default 60)")
     run.add_argument("--demo-epochs", type=int, default=10, help="epochs of the level-4 demo (default 10)")

@@ -31,6 +31,7 @@ class WorkerConfig:
     device: str
     plugins: list[str] = field(default_factory=list)
     prefer: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
     demo_epochs: int = 10
     timeout: float = 60.0  # seconds per case
     demo_timeout: float = 900.0
@@ -57,7 +58,7 @@ class Worker:
         self.selector.register(self.proc.stdout, selectors.EVENT_READ)
         self.buffer = b""
         self.send({"device": config.device, "plugins": config.plugins, "prefer": config.prefer,
-                   "demo_epochs": config.demo_epochs})
+                   "exclude": config.exclude, "demo_epochs": config.demo_epochs})
         try:
             ready = self.read(120.0)
         except TimeoutError:

@@ -53,8 +53,8 @@ def run(opts: cases.Options, config: WorkerConfig, jobs: int, progress: bool = T
     for n in range(opts.max_level + 1, max(LEVELS) + 1):
         levels[n] = verdicts.LevelStatus(n, "not run", {}, f"not requested (--level {opts.max_level})",
                                          verdicts.REQUIREMENTS[n])
-    options = {**asdict(opts), "jobs": jobs, "prefer": config.prefer, "plugins": config.plugins,
-               "timeout": config.timeout}
+    options = {**asdict(opts), "jobs": jobs, "prefer": config.prefer, "exclude": config.exclude,
+               "plugins": config.plugins, "timeout": config.timeout}
     rep = report.build(opts.device, options, results, levels, time.monotonic() - start)
     if out is not None:
         report.write_all(rep, out)

@@ -1,7 +1,7 @@
 """A worker process: runs batches of cases and answers one JSON line per case, in order.
 
 Protocol (stdin/stdout, one JSON object per line): the runner sends ``{"device", "plugins",
-"prefer", "demo_epochs"}``, the worker answers ``{"ready": true}``; then the runner sends
+"prefer", "exclude", "demo_epochs"}``, the worker answers ``{"ready": true}``; then the runner sends
 ``{"ids": [...]}`` and reads one result per id.  A case that kills the process (a segfaulting
 kernel) or never answers is judged by the runner, which starts a new worker for the rest.
 Anything else written to stdout (a chatty kernel) is diverted to stderr, the worker's log.
@@ -32,8 +32,8 @@ def main() -> None:
     from ember_conformance.execute import parse_case_id, run_sample
 
     with contextlib.ExitStack() as stack:
-        if init["prefer"]:
-            stack.enter_context(em.providers(prefer=init["prefer"]))
+        if init["prefer"] or init["exclude"]:
+            stack.enter_context(em.providers(prefer=init["prefer"], exclude=init["exclude"]))
         stack.enter_context(em.fallback_policy("allow"))
         protocol.write(json.dumps({"ready": True}) + "\n")
         for line in sys.stdin:

@@ -11,7 +11,8 @@ numpy-backed memory, correct ``full``/``copy``/``astype``/``negative``, and one 
 
 ``NoSync`` (device type ``nosync``) lacks the required ``ember_synchronize`` hook: registering it fails.
 ``ZeroKernel`` (device type ``zero``) has the transfer hooks and no kernel at all: everything falls
-back to the host, so it must pass level 0 and nothing else.
+back to the host, so it must pass level 0 and nothing else.  ``Absent`` (device type ``absent``)
+has no device: a run is "unavailable", not a report of failures.
 """
 
 from __future__ import annotations
@@ -160,3 +161,18 @@ class ZeroKernel(Broken):
     @hookimpl
     def ember_kernels(self, device_type: str) -> dict[str, Any]:
         return {}
+
+
+class Absent(Broken):
+    """A known device type with no device here (like cuda on a machine without a GPU)."""
+
+    name = "absent"
+    device_types = ("absent",)
+
+    @hookimpl
+    def ember_device_count(self, device_type: str) -> int:
+        return 0
+
+    @hookimpl
+    def ember_device_unavailable_reason(self, device_type: str) -> str | None:
+        return "no absent device is plugged in"

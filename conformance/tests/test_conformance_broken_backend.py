@@ -109,3 +109,40 @@ def test_zero_kernel_backend_passes_level_0_only(tmp_path: Path) -> None:
     assert "fallback policy is 'error'" in cases["L4/demo/float32/digits"]["message"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["levels"]["2"]["reason"] == "level 1 is not passed"
+
+
+def _exit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ember_conformance", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_unknown_device_is_a_usage_error_listing_the_devices(tmp_path: Path) -> None:
+    proc = _exit("run", "--device", "nosuch", "--out", str(tmp_path), "--no-progress")
+    assert proc.returncode == 2 and "unknown device 'nosuch'" in proc.stderr and "cpu" in proc.stderr
+    assert not (tmp_path / "report.json").exists()
+
+
+def test_known_type_without_a_device_is_unavailable(tmp_path: Path) -> None:
+    proc = _exit("run", "--device", "absent", "--plugin", f"{HERE / 'broken_backend.py'}:Absent", "--out",
+                 str(tmp_path), "--no-progress")
+    assert proc.returncode == 3
+    assert "absent: unavailable: no absent device is plugged in" in proc.stderr
+
+
+def test_ops_says_which_levels_it_leaves_out(tmp_path: Path) -> None:
+    proc = _exit("run", "--device", "broken", "--plugin", f"{HERE / 'broken_backend.py'}:Broken", "--ops", "negative",
+                 "--dtypes", "float32", "--out", str(tmp_path), "--no-progress")
+    assert "--ops leaves out" in proc.stderr and "level 4" in proc.stderr
+    levels = json.loads((tmp_path / "report.json").read_text())["levels"]
+    assert levels["4"]["status"] == "not run" and "--ops" in levels["4"]["reason"]
+
+
+def test_prefer_and_exclude_choose_the_provider_the_report_names(tmp_path: Path) -> None:
+    pytest.importorskip("ember_xnnpack")
+    for choice, provider in ((["--prefer", "xnnpack"], "xnnpack"), (["--exclude", "xnnpack"], "cpu")):
+        out = tmp_path / provider
+        _exit("run", "--device", "cpu", *choice, "--ops", "max_pool2d", "--dtypes", "float32", "--level", "1",
+              "--out", str(out), "--no-progress")
+        report = json.loads((out / "report.json").read_text())
+        assert report["providers"] == {provider: ["max_pool2d"]}
+        assert f"{provider} (1): max_pool2d" in (out / "summary.md").read_text()
