@@ -23,6 +23,7 @@ from ember_core.serialization.structure import Packer, Unpacker
 from ember_core.tensor import Storage
 
 FORMAT_VERSION = "1"
+MMAP_FROM_BYTES = 1 << 20  # smaller files are read: a mapping per tiny checkpoint buys nothing
 
 
 def save(obj: Any, path: str | os.PathLike[str]) -> None:
@@ -53,13 +54,15 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     _fsync_directory(path.parent)
 
 
-def load(path: str | os.PathLike[str], *, device: Any = None, mmap: bool = False) -> Any:
+def load(path: str | os.PathLike[str], *, device: Any = None, mmap: bool | None = None) -> Any:
     """The object saved at ``path``; a file without ember's structure (PyTorch's) gives {name: tensor}.
 
     ``device`` puts every tensor there; without it, each goes back to the device it was saved from when
-    that backend is available, else to cpu with a warning.  ``mmap=True`` maps the file copy-on-write and
-    cpu tensors alias the mapping (no read, no copy) where their bytes are aligned; the file must then not
-    be truncated in place while they live (em.save replaces files by renaming, which is safe)."""
+    that backend is available, else to cpu with a warning.  ``mmap`` (default: files of 1 MiB or more)
+    maps the file privately, copy-on-write: cpu tensors alias the mapping where their bytes are aligned,
+    so nothing is read until used and writes never reach the file.  The cost: the file must not be
+    truncated in place while such tensors live (the process would get SIGBUS); em.save replaces files by
+    renaming, which is safe.  ``mmap=False`` reads every tensor into memory of its own."""
     requested = None if device is None else as_device(device)
     name = os.fspath(path)
     with open(path, "rb") as f:
@@ -70,6 +73,7 @@ def load(path: str | os.PathLike[str], *, device: Any = None, mmap: bool = False
             raise reader.fail("truncated inside the header")
         entries, metadata = reader.parse(raw)
         start = 8 + n
+        mmap = reader.file_size >= MMAP_FROM_BYTES if mmap is None else mmap
         mapping = np.frombuffer(_mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_COPY), np.uint8) if mmap else None
         storages: dict[str, Storage] = {}
 
