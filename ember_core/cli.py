@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import traceback
 from typing import Any
+
+DOCTOR_TIMEOUT = 120.0  # seconds one device's check may take in its process
 
 
 def _backends(args: argparse.Namespace) -> int:
@@ -38,7 +41,7 @@ def _backends(args: argparse.Namespace) -> int:
         ranked = dispatch.ranked_providers(device_type, prefs)
         order = ", ".join(f"{b.name} ({len(b.manifest.kernels[device_type])} ops)" for b in ranked) or "none"
         print(f"{device_type} tensors run on, in order: {order}, then composites, then the fallback")
-    return 0 if rows and not MANAGER.broken else (1 if not MANAGER.backends else 0)
+    return 1 if MANAGER.broken or not MANAGER.backends else 0  # an unavailable device is not broken
 
 
 def _doctor_device(device: Any) -> None:
@@ -54,6 +57,37 @@ def _doctor_device(device: Any) -> None:
     if c != 23.0:
         raise AssertionError(f"elementwise/max gave {c}, expected 23.0")
     device.backend.hooks["ember_synchronize"](device)
+
+
+def doctor_one(name: str, verbose: bool) -> int:
+    """The child process of ``ember doctor``: one device's check, its failure on stdout."""
+    from ember_core.device import as_device
+
+    try:
+        _doctor_device(as_device(name))
+    except Exception as exc:
+        print(f"{type(exc).__name__}: {exc}")
+        if verbose:
+            traceback.print_exc()
+        return 1
+    return 0
+
+
+def _check_in_subprocess(device: Any, verbose: bool) -> str | None:
+    """Why the device failed its check (None: passed), run in a fresh process so that a kernel that
+    segfaults or hangs fails its own device and every other device is still checked."""
+    code = "import sys; from ember_core.cli import doctor_one; sys.exit(doctor_one(sys.argv[1], sys.argv[2] == '1'))"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(device), "1" if verbose else "0"],
+                              stdout=subprocess.PIPE, stderr=None if verbose else subprocess.DEVNULL, text=True,
+                              timeout=DOCTOR_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"hung (no answer within {DOCTOR_TIMEOUT:g} s)"
+    if proc.returncode < 0:
+        return f"crashed (signal {-proc.returncode})"
+    if proc.returncode != 0:
+        return proc.stdout.strip() or f"its check exited with status {proc.returncode}"
+    return None
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -72,14 +106,12 @@ def _doctor(args: argparse.Namespace) -> int:
             continue
         for index in range(count):
             device = Device(device_type, index)
-            try:
-                _doctor_device(device)
+            problem = _check_in_subprocess(device, args.verbose)
+            if problem is None:
                 print(f"PASS  {device!s:<10} ({backend.package} {backend.info.version})")
-            except Exception as exc:
+            else:
                 failures += 1
-                print(f"FAIL  {device!s:<10} ({backend.package}): {type(exc).__name__}: {exc}")
-                if args.verbose:
-                    traceback.print_exc()
+                print(f"FAIL  {device!s:<10} ({backend.package}): {problem}")
     for broken in MANAGER.broken.values():
         failures += 1
         print(f"FAIL  plugin {broken.name} ({broken.package}): {broken.reason}")

@@ -278,13 +278,16 @@ class PluginManager:
                     vendor_ops += load_vendor_file(str(path))
             manifest = load_manifest(info.manifest, label)
             _check_hook_signatures(self.pm, module, label)
+            backend = Backend(info=info, module=module, manifest=manifest, hooks=hooks, vendor_ops=vendor_ops)
+            for device_type in manifest.kernels:  # a manifest that lies about its kernels is broken now, not at use
+                backend.kernels(device_type)
         except Exception:
             if vendor_ops:  # a plugin that is not registered leaves no ops behind
                 from ember_core.ops import unload_vendor_ops
 
                 unload_vendor_ops(vendor_ops)
             raise
-        return Backend(info=info, module=module, manifest=manifest, hooks=hooks, vendor_ops=vendor_ops)
+        return backend
 
     # ---- lookups -------------------------------------------------------------------------------
 
