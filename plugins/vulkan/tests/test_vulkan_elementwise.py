@@ -59,7 +59,7 @@ def _unary_reference(op: str, x: np.ndarray) -> np.ndarray:
 
 def _binary_reference(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
-        if op in ("floor_divide", "remainder"):  # integer division by zero gives 0 (ember's rule)
+        if op in ("floor_divide", "remainder") and a.dtype.kind in "iu":  # integer x / 0 gives 0 (ember's rule)
             safe = np.where(b == 0, 1, b)
             return np.where(b == 0, 0, getattr(np, op)(a, safe))
         return getattr(np, op)(a, b)

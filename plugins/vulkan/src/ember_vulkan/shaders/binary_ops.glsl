@@ -24,6 +24,11 @@ bool apply(A_T a, A_T b) {
     return a >= b;
 }
 #elif defined(A_IS_INT)
+  #if defined(A_DTYPE_INT64)
+    #define BIT_WIDTH 64
+  #else
+    #define BIT_WIDTH 32
+  #endif
 A_T apply(A_T a, A_T b) {
     const A_T zero = A_T(0), minus_one = A_T(-1);
     switch (OP) {
@@ -35,6 +40,9 @@ A_T apply(A_T a, A_T b) {
         case BOP_BITWISE_AND: return a & b;
         case BOP_BITWISE_OR: return a | b;
         case BOP_BITWISE_XOR: return a ^ b;
+        // shift counts outside [0, width) give 0 (left) or the sign (right), as ember-cpu
+        case BOP_BITWISE_LEFT_SHIFT: return b >= zero && b < A_T(BIT_WIDTH) ? a << b : zero;
+        case BOP_BITWISE_RIGHT_SHIFT: return b >= zero && b < A_T(BIT_WIDTH) ? a >> b : (a < zero ? minus_one : zero);
         case BOP_FLOOR_DIVIDE: {  // x // 0 = 0 and MIN // -1 = MIN (wraps), as ember-cpu
             if (b == zero) return zero;
             if (b == minus_one) return -a;
@@ -60,6 +68,9 @@ float apply(float a, float b) {
         case BOP_MAXIMUM: return isnan(a) || isnan(b) ? nan : max(a, b);
         case BOP_MINIMUM: return isnan(a) || isnan(b) ? nan : min(a, b);
         case BOP_COPYSIGN: return copysign_f(a, b);
+        case BOP_ATAN2: return atan2_f(a, b);
+        case BOP_FLOOR_DIVIDE: return floor_divide_f(a, b);
+        case BOP_REMAINDER: return remainder_f(a, b);
         case BOP_HYPOT: {
             if (isinf(a) || isinf(b)) return uintBitsToFloat(0x7f800000u);
             if (isnan(a) || isnan(b)) return nan;

@@ -48,6 +48,21 @@ float atan_f(float x) {
     return copysign_f(inverted ? PI_2 - r : r, x);
 }
 
+// atan2 with C's special cases (signed zeros, infinities); the quadrant from the signs.
+float atan2_f(float y, float x) {
+    if (isnan(x) || isnan(y)) return NAN_F;
+    float ay = abs(y), ax = abs(x), r;
+    if (isinf(ax) && isinf(ay)) r = 0.785398163;
+    else if (isinf(ax) || !nonzero_f(ay)) r = 0.0;
+    else if (isinf(ay) || !nonzero_f(ax)) r = PI_2;
+    else r = atan_f(div_f(ay, ax));
+    if (signbit_f(x)) {
+        precise float mirrored = (3.14159274 - r) - 8.74227766e-08;  // pi - r with pi in two parts
+        r = mirrored;
+    }
+    return copysign_f(r, y);
+}
+
 // asin of |x| <= 1/2 through atan; beyond, asin(a) = pi/2 - 2 asin(sqrt((1 - a) / 2)).
 float asin_small(float a) {
     precise float c = 1.0 - a * a;

@@ -60,3 +60,52 @@ float sqrt_f(float x) {
     }
     return scale_f(sqrt(m), e / 2);
 }
+
+// |x| (finite, nonzero, from its bits u) as a 24-bit integer significand m (top bit set, so that
+// one subtraction reduces m modulo a smaller one) times 2^e, exactly.
+uint significand_bits(uint u, out int e) {
+    uint biased = u >> 23;
+    if (biased != 0u) {
+        e = int(biased) - 150;
+        return (u & 0x7fffffu) | 0x800000u;
+    }
+    int shift = 23 - findMSB(u);  // subnormal: normalise
+    e = -149 - shift;
+    return u << shift;
+}
+
+// C's fmod: a - trunc(a / b) b, exact, by long division of the integer significands.
+float fmod_f(float a, float b) {
+    uint ua = floatBitsToUint(a) & 0x7fffffffu, ub = floatBitsToUint(b) & 0x7fffffffu;
+    if (ua >= 0x7f800000u || ub == 0u || ub > 0x7f800000u) return uintBitsToFloat(0x7fc00000u);
+    if (ub == 0x7f800000u || ua < ub) return a;  // |a| < |b| (b infinite included)
+    int ea, eb;
+    uint ma = significand_bits(ua, ea), mb = significand_bits(ub, eb);
+    for (; ea > eb; ea--) {
+        if (ma >= mb) ma -= mb;
+        ma <<= 1;
+    }
+    if (ma >= mb) ma -= mb;
+    return copysign_f(scale_f(float(ma), eb), a);
+}
+
+bool nonzero_f(float x) { return (floatBitsToUint(x) & 0x7fffffffu) != 0u; }
+
+// Python's (and numpy's) modulo: the sign of the divisor.
+float remainder_f(float a, float b) {
+    float mod = fmod_f(a, b);
+    if (!nonzero_f(mod)) return copysign_f(0.0, b);
+    return signbit_f(b) != signbit_f(mod) ? mod + b : mod;
+}
+
+// numpy's floor_divide: (a - fmod(a, b)) / b, moved down where the remainder takes b's sign, and
+// rounded to the nearest integer (the quotient is one up to rounding).
+float floor_divide_f(float a, float b) {
+    if (!nonzero_f(b)) return div_f(a, b);
+    float mod = fmod_f(a, b);
+    float quotient = div_f(a - mod, b);
+    if (nonzero_f(mod) && signbit_f(b) != signbit_f(mod)) quotient -= 1.0;
+    if (!nonzero_f(quotient)) return copysign_f(0.0, div_f(a, b));
+    float whole = floor(quotient);
+    return quotient - whole > 0.5 ? whole + 1.0 : whole;
+}
