@@ -2,7 +2,7 @@
 (``ember_gpu.build.build_images``: SASS for sm_80 and sm_90 plus compute_90 PTX) in
 ``src/ember_cuda/kernels/`` (package data, not in git), and records there, in ``build.json``, the
 ember ABI and kernel ABI they were built for (``ember_plugin_info`` reports them), and in
-``manifest.toml`` the op x dtype pairs the built kernels serve (``ember_gpu.ops.write_manifest``).  A machine
+``manifest.toml`` the op x dtype pairs the built kernels serve (``ember_gpu.build.build_vendor_package``).  A machine
 without nvcc fails here with how to install it.  Built from ember's repository, the core and
 ember-gpu come from beside this directory when they are not installed.  Everything else lives
 in pyproject.toml."""
@@ -10,8 +10,6 @@ in pyproject.toml."""
 from __future__ import annotations
 
 import importlib
-import json
-import re
 import sys
 from pathlib import Path
 
@@ -35,25 +33,12 @@ def _import_or_use_repository(module: str, where: Path) -> None:
         sys.path.insert(0, str(where))
 
 
-def _ember_abi() -> list[int]:
-    """(EMBER_ABI_MAJOR, EMBER_ABI_MINOR) of the installed core's ember.h."""
-    import ember_core
-
-    header = (Path(ember_core.get_include()) / "ember.h").read_text()
-    return [int(re.search(rf"#define EMBER_ABI_{part}\s+(\d+)", header).group(1)) for part in ("MAJOR", "MINOR")]
-
-
 def build_kernels() -> None:
     _import_or_use_repository("ember_core", REPOSITORY)
     _import_or_use_repository("ember_gpu", REPOSITORY / "plugins" / "gpu" / "src")
-    from ember_gpu import abi
-    from ember_gpu.build import build_images
-    from ember_gpu.ops import write_manifest
+    from ember_gpu.build import build_vendor_package
 
-    build_images(KERNELS, vendor_compiler="nvcc")
-    write_manifest(KERNELS, "cuda")
-    info = {"ember_abi": _ember_abi(), "kernel_abi": abi.ABI_VERSION}
-    (KERNELS / "build.json").write_text(json.dumps(info, indent=1) + "\n")
+    build_vendor_package(KERNELS, "cuda", vendor_compiler="nvcc")
 
 
 class BuildWithKernels(build_py):

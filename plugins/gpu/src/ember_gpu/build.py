@@ -26,11 +26,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,8 @@ INDEX_FORMAT = 1
 NVCC_ARCHS = ("sm_80", "sm_90")  # SASS shipped: the A100 and H100 / H200 generations
 NVCC_PTX_ARCH = "compute_90"  # PTX shipped: JIT-compiled by the driver on GPUs newer than sm_90
 NVCC_FLAGS = ("-std=c++17", "-fmad=false", "-Xptxas=-warn-spills")
+HIPCC_ARCHS = ("gfx908", "gfx90a", "gfx940", "gfx1030")  # MI100, MI200, MI300 (early), RDNA2: what hipcc 5.2 builds
+HIPCC_FLAGS = ("-std=c++17", "-O3", "-ffp-contract=off", "--genco", "-include", "hip/hip_runtime.h")
 HOST_FLAGS = ("-std=c++17", "-O1", "-fPIC", "-shared", "-DEG_HOST", "-ffp-contract=off", "-fno-math-errno",
               "-Wall", "-Wno-unknown-pragmas")
 
@@ -55,6 +58,24 @@ Install one of:
   - NVIDIA's wheels, found without further setup:
     pip install "nvidia-cuda-nvcc>=13,<14" "nvidia-nvvm>=13,<14" "nvidia-cuda-crt>=13,<14" "nvidia-cuda-runtime>=13,<14"
 and build again."""
+
+
+HIPCC_MISSING = """\
+ember-rocm's build compiles ember-gpu's kernels with hipcc into code-object bundles, and found none
+(looked at $EMBER_HIPCC, PATH and /opt/rocm/bin).  Install it:
+  - Debian 12 / Ubuntu 24.04: apt-get install hipcc libamdhip64-dev rocm-device-libs
+  - or AMD's ROCm (https://rocm.docs.amd.com), then put /opt/rocm/bin on PATH or set EMBER_HIPCC
+and build again."""
+
+
+def find_hipcc() -> str:
+    """hipcc's path: $EMBER_HIPCC, then PATH, /opt/rocm/bin; SystemExit with install instructions."""
+    explicit = os.environ.get("EMBER_HIPCC")
+    for path in ([explicit] if explicit else [shutil.which("hipcc"), "/opt/rocm/bin/hipcc"]):
+        if path and os.access(path, os.X_OK):
+            return path
+    raise SystemExit(f"EMBER_HIPCC={explicit} is not an executable file.\n{HIPCC_MISSING}" if explicit
+                     else HIPCC_MISSING)
 
 
 def find_nvcc() -> str:
@@ -96,6 +117,7 @@ class Toolchain:
     suffix: str  # of the outputs: ".fatbin", ".so"
     command: Callable[[Path, Path], list[str]]  # (source, output) -> argv
     identity: str  # the compiler's version and options: part of every content key
+    environment: Mapping[str, str] | None = None  # the compiler's environment (None: this process's)
 
 
 def nvcc_toolchain(archs: Sequence[str] = NVCC_ARCHS, ptx_arch: str | None = NVCC_PTX_ARCH) -> Toolchain:
@@ -111,6 +133,20 @@ def nvcc_toolchain(archs: Sequence[str] = NVCC_ARCHS, ptx_arch: str | None = NVC
     return Toolchain(".fatbin", command, "\0".join([_version(nvcc), *NVCC_FLAGS, *gencode]))
 
 
+def hipcc_toolchain(archs: Sequence[str] = HIPCC_ARCHS) -> Toolchain:
+    """hipcc for AMD GPUs (HIP_PLATFORM=amd: hipcc picks NVIDIA when nvcc is on PATH): one
+    clang-offload bundle per source holding a code object per architecture."""
+    hipcc = find_hipcc()
+    offload = [f"--offload-arch={arch}" for arch in archs]
+    environment = {**os.environ, "HIP_PLATFORM": "amd"}
+
+    def command(source: Path, output: Path) -> list[str]:
+        return [hipcc, *HIPCC_FLAGS, *offload, "-include", str(PRELUDE), "-x", "hip", str(source), "-o", str(output)]
+
+    return Toolchain(".co", command, "\0".join([_version(hipcc, environment), *HIPCC_FLAGS, *offload]),
+                     environment)
+
+
 def host_toolchain(compiler: str = "g++") -> Toolchain:
     path = shutil.which(compiler)
     if path is None:
@@ -122,8 +158,8 @@ def host_toolchain(compiler: str = "g++") -> Toolchain:
     return Toolchain(".so", command, "\0".join([_version(path), *HOST_FLAGS]))
 
 
-def _version(compiler: str) -> str:
-    done = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
+def _version(compiler: str, environment: Mapping[str, str] | None = None) -> str:
+    done = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False, env=environment)
     return done.stdout.strip()
 
 
@@ -165,7 +201,8 @@ def _build(toolchain: Toolchain, out_dir: str | os.PathLike[str], jobs: int | No
                 source = Path(tmp) / f"{stem}.cu"
                 source.write_text(stale[stem])
                 partial = out / f".{stem}{toolchain.suffix}.partial"
-                done = subprocess.run(toolchain.command(source, partial), capture_output=True, text=True, check=False)
+                done = subprocess.run(toolchain.command(source, partial), capture_output=True, text=True, check=False,
+                                      env=toolchain.environment)
                 if done.returncode:
                     partial.unlink(missing_ok=True)
                     raise SystemExit(f"ember_gpu.build: compiling {stem}.cu failed:\n{done.stderr[-8000:]}")
@@ -181,18 +218,44 @@ def _build(toolchain: Toolchain, out_dir: str | os.PathLike[str], jobs: int | No
 
 
 def build_images(out_dir: str | os.PathLike[str], vendor_compiler: str = "nvcc",
-                 archs: Sequence[str] = NVCC_ARCHS, ptx_arch: str | None = NVCC_PTX_ARCH,
+                 archs: Sequence[str] | None = None, ptx_arch: str | None = NVCC_PTX_ARCH,
                  jobs: int | None = None) -> list[Path]:
-    """Generate the kernel sources and compile each into ``out_dir/<image>.fatbin``; returns the
-    image paths (built now or already up to date) and writes ``out_dir/kernels.json``.
+    """Generate the kernel sources and compile each into ``out_dir/<image>.fatbin`` (hipcc:
+    ``.co``); returns the image paths (built now or already up to date) and writes
+    ``out_dir/kernels.json``.
 
-    ``archs``: the SASS targets; ``ptx_arch``: the PTX target (None: no PTX); ``jobs``: parallel
-    compiler processes (default: the CPU count).  Raises SystemExit when the compiler is missing
-    (with how to install it) or a source fails to compile (with the compiler's output)."""
-    if vendor_compiler != "nvcc":
-        raise SystemExit(f"ember_gpu.build: no recipe for {vendor_compiler!r} yet (only nvcc); "
-                         f"ember_gpu/csrc/README.md says what the ROCm build adds")
-    return list(_build(nvcc_toolchain(archs, ptx_arch), out_dir, jobs).values())
+    ``archs``: the SASS (nvcc) or gfx (hipcc) targets; ``ptx_arch``: nvcc's PTX target (None: no
+    PTX); ``jobs``: parallel compiler processes (default: the CPU count).  Raises SystemExit when
+    the compiler is missing (with how to install it) or a source fails to compile (with the
+    compiler's output)."""
+    return list(_build(vendor_toolchain(vendor_compiler, archs, ptx_arch), out_dir, jobs).values())
+
+
+def build_vendor_package(kernels_dir: str | os.PathLike[str], device_type: str, vendor_compiler: str,
+                         archs: Sequence[str] | None = None) -> None:
+    """A vendor package's whole build step: its images, the manifest of the ops they serve
+    (``ember_gpu.ops.write_manifest``) and ``build.json`` (the ember ABI of the core's ember.h and
+    ember-gpu's kernel ABI, which ``ember_plugin_info`` checks)."""
+    import ember_core
+    from ember_gpu import abi
+    from ember_gpu.ops import write_manifest
+
+    build_images(kernels_dir, vendor_compiler=vendor_compiler, archs=archs)
+    write_manifest(kernels_dir, device_type)
+    header = (Path(ember_core.get_include()) / "ember.h").read_text()
+    ember_abi = [int(re.search(rf"#define EMBER_ABI_{part}\s+(\d+)", header).group(1)) for part in ("MAJOR", "MINOR")]
+    info = {"ember_abi": ember_abi, "kernel_abi": abi.ABI_VERSION}
+    (Path(kernels_dir) / "build.json").write_text(json.dumps(info, indent=1) + "\n")
+
+
+def vendor_toolchain(vendor_compiler: str, archs: Sequence[str] | None = None,
+                     ptx_arch: str | None = NVCC_PTX_ARCH) -> Toolchain:
+    """nvcc (archs: SASS targets, default NVCC_ARCHS) or hipcc (archs: gfx targets, default HIPCC_ARCHS)."""
+    if vendor_compiler == "nvcc":
+        return nvcc_toolchain(archs or NVCC_ARCHS, ptx_arch)
+    if vendor_compiler == "hipcc":
+        return hipcc_toolchain(archs or HIPCC_ARCHS)
+    raise SystemExit(f"ember_gpu.build: no recipe for {vendor_compiler!r} (nvcc or hipcc)")
 
 
 def images_up_to_date(image_dir: str | os.PathLike[str], archs: Sequence[str] = NVCC_ARCHS,

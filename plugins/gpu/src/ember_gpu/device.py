@@ -46,6 +46,7 @@ class GpuDevice:
         context = ffi.new("void **")
         self.call_raw("primary_ctx_retain", context, self.handle)
         self.context = context[0]
+        self.peer = self.handle if self.vendor.peer_copy_by_ordinal else self.context  # how peer copies name it
         runtime.make_current(self)
         self.attributes = {}
         for name in ATTRIBUTES:

@@ -64,6 +64,11 @@ SIGNATURES: dict[str, str] = {
     "get_error_string": "int status, const char **text",
 }
 
+# Where a vendor's function differs from the signature above (the table's flags say which applies):
+# HIP's peer copy names devices by ordinal, and its error functions return the text.
+PEER_BY_ORDINAL = "uint64_t dst, int dst_device, uint64_t src, int src_device, size_t bytes, void *stream"
+TEXT_RETURNED = ("get_error_name", "get_error_string")
+
 # What is resolved before the version check: the three functions every driver of any age exports.
 BOOTSTRAP = ("init", "driver_get_version", "get_error_name")
 
@@ -76,7 +81,15 @@ def cdef_for(vendor: Vendor) -> str:
     missing = sorted(set(SIGNATURES) - set(vendor.symbols))
     if missing:
         raise ValueError(f"vendor table {vendor.name!r} names no symbol for {missing}")
-    return "\n".join(f"int {vendor.symbols[name]}({params});" for name, params in SIGNATURES.items())
+    declarations = []
+    for name, params in SIGNATURES.items():
+        if vendor.error_text_returned and name in TEXT_RETURNED:
+            declarations.append(f"const char *{vendor.symbols[name]}(int status);")
+            continue
+        if vendor.peer_copy_by_ordinal and name == "memcpy_peer_async":
+            params = PEER_BY_ORDINAL
+        declarations.append(f"int {vendor.symbols[name]}({params});")
+    return "\n".join(declarations)
 
 
 class Driver:
@@ -116,23 +129,25 @@ class Driver:
         known = self.vendor.error(status)
         if known is not None:
             return known.name
-        text = self.ffi.new("const char **")
-        if self.fn["get_error_name"](status, text) == 0 and text[0] != self.ffi.NULL:
-            return self.ffi.string(text[0]).decode(errors="replace")
-        return "an unknown error"
+        return self._text("get_error_name", status) or "an unknown error"
 
     def describe(self, status: int) -> str:
         """``NAME (code): what it means`` for a status, from the vendor table, else the driver."""
         known = self.vendor.error(status)
-        meaning = known.meaning if known is not None else self._driver_text(status)
+        meaning = known.meaning if known is not None else self._text("get_error_string", status)
         return f"{self.error_name(status)} ({status})" + (f": {meaning}" if meaning else "")
 
-    def _driver_text(self, status: int) -> str:
-        fn = self.fn.get("get_error_string")
-        text = self.ffi.new("const char **")
-        if fn is not None and fn(status, text) == 0 and text[0] != self.ffi.NULL:
-            return self.ffi.string(text[0]).decode(errors="replace")
-        return ""
+    def _text(self, name: str, status: int) -> str:
+        """The driver's name or description of a status ("" when it has none)."""
+        fn = self.fn.get(name)
+        if fn is None:
+            return ""
+        if self.vendor.error_text_returned:
+            text = fn(status)
+        else:
+            out = self.ffi.new("const char **")
+            text = out[0] if fn(status, out) == 0 else None
+        return self.ffi.string(text).decode(errors="replace") if text else ""
 
     def error(self, status: int, name: str) -> GpuError:
         """The typed error for a failed call of ``name``."""

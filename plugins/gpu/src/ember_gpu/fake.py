@@ -481,7 +481,7 @@ class FakeGpu:
                            stream: Any) -> int:
         self._stream_device(stream)
         for pointer, context in ((dst, dst_context), (src, src_context)):
-            device = self._lookup(context, "context")
+            device = context if self.vendor.peer_copy_by_ordinal else self._lookup(context, "context")
             if device is None or self._find(pointer, nbytes)[0].device != device:
                 return _INVALID_VALUE
         self.write(dst, self.read(src, nbytes))
@@ -551,17 +551,20 @@ class FakeGpu:
 
     # ---- errors -------------------------------------------------------------------------------------
 
-    def _describe(self, status: int, out: Any, text: Callable[[Any], str]) -> int:
+    def _describe(self, status: int, out: Any, text: Callable[[Any], str]) -> Any:
+        """Into ``out`` with a status (CUDA), or returned (HIP: out is None, an unknown status NULL)."""
         known = self.vendor.error(status)
+        if self.vendor.error_text_returned:
+            return self.ffi.NULL if known is None else self._text(text(known))
         if known is None:
             return _INVALID_VALUE
         out[0] = self._text(text(known))
         return 0
 
-    def _get_error_name(self, status: int, name: Any) -> int:
+    def _get_error_name(self, status: int, name: Any = None) -> Any:
         return self._describe(status, name, lambda known: known.name)
 
-    def _get_error_string(self, status: int, text: Any) -> int:
+    def _get_error_string(self, status: int, text: Any = None) -> Any:
         return self._describe(status, text, lambda known: known.meaning)
 
 

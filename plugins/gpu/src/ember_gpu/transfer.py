@@ -83,5 +83,5 @@ def copy_on_device(dst_device: Any, dst: int, src_device: Any, src: int, nbytes:
         dst_device.call("memcpy_dtod_async", dst, src, nbytes, dst_device.stream)
         return
     src_device.make_wait(dst_device.stream)
-    dst_device.call("memcpy_peer_async", dst, dst_device.context, src, src_device.context, nbytes, dst_device.stream)
+    dst_device.call("memcpy_peer_async", dst, dst_device.peer, src, src_device.peer, nbytes, dst_device.stream)
     dst_device.make_wait(src_device.stream)

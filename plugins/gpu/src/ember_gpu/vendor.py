@@ -1,4 +1,4 @@
-"""What differs between GPU vendors, as data: a vendor plugin (ember-cuda, later ember-rocm) is one
+"""What differs between GPU vendors, as data: a vendor plugin (ember-cuda, ember-rocm) is one
 ``Vendor`` value plus a few lines of hooks; everything else in ember_gpu reads this table.
 
 Names on the left of each mapping are ember_gpu's own (``driver.SIGNATURES`` lists the functions);
@@ -79,10 +79,14 @@ class Vendor:
     dlpack_default_stream: int  # the stream DLPack's ``stream=None`` means (CUDA: 1, the legacy stream)
     dlpack_invalid_streams: frozenset[int] = frozenset()  # stream values DLPack forbids for this vendor
     blas: BlasVendor | None = None  # the BLAS library for float matmul (None: the vendor has none)
+    version_scale: tuple[int, int] = (1000, 10)  # a version's major, minor: v // a, v % a // b (HIP: 10**7, 10**5)
+    peer_copy_by_ordinal: bool = False  # the peer copy names its devices by ordinal (HIP), not by context (CUDA)
+    error_text_returned: bool = False  # the error name / string functions return the text (HIP), not fill a pointer
 
     def error(self, status: int) -> ErrorInfo | None:
         return self.errors.get(status)
 
     def version_words(self, version: int) -> str:
-        """A driver API version as its vendor prints it (13000 -> "13.0")."""
-        return f"{version // 1000}.{version % 1000 // 10}"
+        """A driver API version as its vendor prints it (13000 -> "13.0", HIP's 50221153 -> "5.2")."""
+        major, minor = self.version_scale
+        return f"{version // major}.{version % major // minor}"
