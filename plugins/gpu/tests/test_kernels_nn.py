@@ -10,7 +10,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ember_gpu import gen_nn
-from test_kernels_host import HOST_DIR, NUMPY, HostKernels, _bf16_bits, comparable, epsilon
+from test_kernels_host import (
+    HOST_DIR,
+    NUMPY,
+    HostKernels,
+    _bf16_bits,
+    comparable,
+    ember_cpu_only,  # noqa: F401 (autouse: the reference is ember-cpu alone)
+    epsilon,
+    from_ember,
+    to_ember,
+)
+
+import ember_core as em
 
 BLOCK = 256
 DTYPES = [d.name for d in gen_nn.registry_dtypes(gen_nn.IMAGES["softmax"])]
@@ -149,8 +161,7 @@ def nll_grad_reference(g: np.ndarray, target: np.ndarray, w: np.ndarray, c: int,
     with np.errstate(invalid="ignore", divide="ignore"):
         divisor = w[t][counts].sum() if reduction == "mean" else 1.0
         scale = g if reduction == "none" else np.full(len(t), g.item() / divisor)
-    one_hot = np.eye(c)[t]
-    grad = -scale[:, None] * ((1 - s) * w[t][:, None] * one_hot + s / c * w[None, :])
+        grad = -scale[:, None] * ((1 - s) * w[t][:, None] * np.eye(c)[t] + s / c * w[None, :])
     return np.where(counts[:, None], grad, 0.0)
 
 
@@ -179,7 +190,7 @@ def test_nll_loss_and_grad_match_reference(host: HostKernels, dtype: str, reduct
         assert_close(out, want, dtype, 0.0, f"nll_loss {what}")
 
         g = stored(rng.normal(0, 1, n if reduction == "none" else ()), dtype)
-        grad = np.full((n, c), np.nan, NUMPY[dtype])
+        grad = stored(np.full((n, c), np.nan), dtype)  # every element must be written
         args = loss_args(host, keep, grad, g, target, weight, c, reduction, s)
         if reduction == "mean":
             args.mode = DIVISOR
@@ -247,3 +258,22 @@ def test_layer_and_group_norm_match_reference(host: HostKernels, dtype: str) -> 
             bv = comparable(b, dtype).astype(np.float64) if affine else np.zeros(c)
             want = norm_reference(comparable(x, dtype).astype(np.float64), wv, bv, groups, 1e-5)
             assert_close(got, want, dtype, 4.0, f"norm {dtype} {(n, c, s)} groups={groups} affine={affine}")
+
+
+# ---- dropout --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dropout_matches_ember_cpu_bit_for_bit(host: HostKernels, dtype: str) -> None:
+    """The composite on ember-cpu (bernoulli's mask at the same Philox position, x * scale) and
+    the kernel agree to the bit: n not a multiple of 4, an offset past 2**32, p 0 and near 1."""
+    rng = np.random.default_rng(3)
+    for n, p, seed, offset in ((1001, 0.3, 7, 0), (13, 0.0, 1, 5), (64, 0.9, 2**40 + 3, 2**32 - 2)):
+        x = stored(rng.normal(0, 2, n), dtype)
+        out = np.full_like(x, 7)
+        args = host.ffi.new("eg_dropout_args *")
+        args.out, args.x, args.n, args.seed, args.offset = host.pointer(out), host.pointer(x), n, seed, offset
+        args.scale, args.threshold = 1.0 / (1.0 - p), 1.0 - p
+        host.launch(f"eg_dropout_dropout_{dtype}", args)
+        want = from_ember(em.dropout(to_ember(x, dtype), p, seed=seed, offset=offset))
+        assert out.tobytes() == want.tobytes(), f"dropout {dtype} n={n} p={p}: {out[out != want][:5]}"

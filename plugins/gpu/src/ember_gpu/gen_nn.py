@@ -1,15 +1,17 @@
 """The nn kernels of csrc/eg_nn.h and csrc/eg_norm.h: ``eg_softmax_<softmax|log_softmax>_<dtype>``
-(image softmax), ``eg_loss_<nll_loss|nll_loss_grad>_<dtype>`` (image loss) and ``eg_norm_rows_<dtype>``
-(image norm: layer_norm and group_norm) for the registry's dtypes of those ops (the real floating
-ones).  Each dtype is a struct of its storage and compute types, its load and store (float16 /
-bfloat16 compute in float32 and round once) and the exp of its compute type.  nn.toml's
-activations (relu, gelu, silu) are elementwise kernels (kernels.toml)."""
+(image softmax), ``eg_loss_<nll_loss|nll_loss_grad>_<dtype>`` (image loss), ``eg_norm_rows_<dtype>``
+(image norm: layer_norm and group_norm) and ``eg_dropout_dropout_<dtype>`` (image dropout), for the
+registry's dtypes of those ops (the real floating ones).  Each dtype is a struct of its storage and
+compute types, its load and store (float16 / bfloat16 compute in float32 and round once) and the
+exp of its compute type.  nn.toml's activations (relu, gelu, silu) are elementwise kernels
+(kernels.toml)."""
 
 from __future__ import annotations
 
 from ember_gpu.codegen import DTYPES, HEADER, DType, Source
 
-IMAGES = {"softmax": ("softmax", "log_softmax"), "loss": ("nll_loss", "nll_loss_grad"), "norm": ("rows",)}
+IMAGES = {"softmax": ("softmax", "log_softmax"), "loss": ("nll_loss", "nll_loss_grad"), "norm": ("rows",),
+          "dropout": ("dropout",)}
 SERVES = {"norm": ("layer_norm", "group_norm")}  # the registry's ops of an image, where not its kernels'
 
 

@@ -1,8 +1,9 @@
 """The nn ops with kernels of their own (csrc/eg_nn.h, eg_norm.h): softmax and log_softmax along one
 dim (eg_softmax_<op>_<dtype>), nll_loss and nll_loss_grad (eg_loss_<op>_<dtype>), layer_norm and
-group_norm forward (eg_norm_rows_<dtype>).  nn.toml hands these kernels contiguous tensors only.
-The launch mode is chosen from the shape alone, so a result's bits never depend on the device;
-every sum is a fixed tree (deterministic, no atomics).  Softmax's and log_softmax's gradients are
+group_norm forward (eg_norm_rows_<dtype>), dropout on the Philox stream (eg_dropout_dropout_<dtype>).
+nn.toml hands these kernels contiguous tensors only.  The launch mode is chosen from the shape
+alone, so a result's bits never depend on the device; every sum is a fixed tree (deterministic, no
+atomics).  Softmax's and log_softmax's gradients are
 composites of native ops, nll_loss's is nll_loss_grad; the norms' gradients run as their
 composites (native ops) for now."""
 
@@ -129,6 +130,19 @@ def _group_norm(layer: OpLayer) -> Any:
     return group_norm
 
 
+def _dropout(layer: OpLayer) -> Any:
+    def dropout(out: Any, x: Any, *, p: float, seed: int, offset: int) -> Any:
+        if not out._numel:
+            return None
+        ops = layer.device_ops(out)
+        layer.kernel(ops, f"eg_dropout_dropout_{x._dtype.name}")(ops.grid(-(-out._numel // 4)), _BLOCK, {
+            "out": layer.address(ops, out), "x": layer.address(ops, x), "n": out._numel, "seed": seed,
+            "offset": offset, "scale": 1.0 / (1.0 - p), "threshold": 1.0 - p})  # cffi rounds it to float32
+        return None
+
+    return dropout
+
+
 def _served(layer: OpLayer, prefix: str) -> frozenset[str]:
     """The dtypes of the kernels ``<prefix>_<dtype>`` in the build (not those of a longer prefix)."""
     return frozenset(name[len(prefix) + 1:] for name in layer.index
@@ -140,7 +154,8 @@ def kernels(layer: OpLayer) -> dict[str, Entry]:
               "log_softmax": ("eg_softmax_log_softmax", _softmax(layer, "log_softmax")),
               "nll_loss": ("eg_loss_nll_loss", _nll_loss(layer)),
               "nll_loss_grad": ("eg_loss_nll_loss_grad", _nll_loss_grad(layer)),
-              "layer_norm": ("eg_norm_rows", _layer_norm(layer)), "group_norm": ("eg_norm_rows", _group_norm(layer))}
+              "layer_norm": ("eg_norm_rows", _layer_norm(layer)), "group_norm": ("eg_norm_rows", _group_norm(layer)),
+              "dropout": ("eg_dropout_dropout", _dropout(layer))}
     table: dict[str, Entry] = {}
     for op, (prefix, kernel) in makers.items():
         served = _served(layer, prefix)

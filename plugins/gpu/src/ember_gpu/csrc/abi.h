@@ -36,6 +36,7 @@
  *   eg_softmax_<softmax|log_softmax>_<dtype>   real floating, along one dim: eg_softmax_args
  *   eg_loss_<nll_loss|nll_loss_grad>_<dtype>   real floating: eg_loss_args
  *   eg_norm_rows_<dtype>                    layer_norm and group_norm, real floating: eg_norm_args
+ *   eg_dropout_dropout_<dtype>              real floating, on the Philox stream: eg_dropout_args
  *   take, put, matmul: any 1-d block and grid, one thread per output element (take, matmul) or
  *   per (outer, inner) pair (put); with no elements, do not launch.  nonzero: block at most
  *   EG_BLOCK threads, grid exactly ceil(total / chunk) blocks (no grid-stride; e.g. chunk =
@@ -360,6 +361,20 @@ typedef struct {
     int mode;
     int reserved;
 } eg_norm_args;
+/* dropout (eg_nn.h): out[i] = u_i < threshold ? x[i] * scale : 0 over n contiguous elements, u_i
+ * element i of random_uniform's float32 draw at (seed, offset) (eg_random.h: four per Philox block;
+ * what bernoulli draws), threshold the float32 1 - p, scale 1 / (1 - p) (rounded to x's dtype in the
+ * kernel).  A thread per Philox block, any block and grid; n == 0: do not launch. */
+typedef struct {
+    void *out;
+    const void *x;
+    long long n;
+    unsigned long long seed;
+    unsigned long long offset;
+    double scale;
+    float threshold;
+    int reserved;
+} eg_dropout_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */

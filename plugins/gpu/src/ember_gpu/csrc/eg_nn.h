@@ -1,7 +1,7 @@
 /*
- * eg_nn.h -- softmax / log_softmax along one dim, nll_loss and its gradient (eg_softmax_args,
- * eg_loss_args; abi.h says how to launch).  ember-cpu's semantics (softmax.c, loss.c): with m the
- * maximum of a line and s = sum exp(x - m), softmax = exp(x - m) * (1 / s) and log_softmax =
+ * eg_nn.h -- softmax / log_softmax along one dim, nll_loss and its gradient, dropout
+ * (eg_softmax_args, eg_loss_args, eg_dropout_args; abi.h says how to launch).  ember-cpu's
+ * semantics (softmax.c, loss.c): with m the maximum of a line and s = sum exp(x - m), softmax = exp(x - m) * (1 / s) and log_softmax =
  * (x - m) - log(s); a NaN anywhere in a line makes the whole line NaN.  Sums accumulate in double;
  * float16 / bfloat16 compute in float32 and round once.  A dtype is a struct (gen_nn.py):
  *     struct D { typedef ... T, C;                          // storage, compute (float or double)
@@ -164,5 +164,31 @@ static __device__ EG_INLINE void eg_nll_loss_grad(const eg_loss_args a)
 #define EG_LOSS_KERNELS(dtype, D)                                                                      \
     EG_KERNEL(eg_loss_nll_loss_##dtype, eg_loss_args) { eg_nll_loss<D>(args); }                        \
     EG_KERNEL(eg_loss_nll_loss_grad_##dtype, eg_loss_args) { eg_nll_loss_grad<D>(args); }
+
+/* ---- dropout ------------------------------------------------------------------------------------ */
+
+/* Element i keeps x[i] * scale when the float32 uniform u_i (eg_uniform_narrow's, over [0, 1): the
+ * top 24 bits of its Philox word) is below the threshold; a thread per Philox block of 4 elements. */
+template <class D>
+static __device__ EG_INLINE void eg_dropout(const eg_dropout_args a)
+{
+    typedef typename D::C C;
+    const typename D::T *x = (const typename D::T *)a.x;
+    typename D::T *out = (typename D::T *)a.out;
+    const C scale = D::load(D::store((C)a.scale));   /* the scale in x's dtype, as the composite's x * scale */
+    const eg_i64 blocks = (a.n + 3) / 4, threads = (eg_i64)gridDim.x * blockDim.x;
+    for (eg_i64 j = (eg_i64)blockIdx.x * blockDim.x + threadIdx.x; j < blocks; j += threads) {
+        eg_u32 w[4];
+        eg_philox_block(a.seed, a.offset, (eg_u64)j, w);
+        for (int k = 0; k < 4 && j * 4 + k < a.n; k++) {
+            const eg_i64 i = j * 4 + k;
+            const float u = (float)(w[k] >> 8) * (1.0f / 16777216.0f);
+            out[i] = D::store(u < a.threshold ? D::load(x[i]) * scale : (C)0);
+        }
+    }
+}
+
+#define EG_DROPOUT_KERNELS(dtype, D) \
+    EG_KERNEL(eg_dropout_dropout_##dtype, eg_dropout_args) { eg_dropout<D>(args); }
 
 #endif /* EG_NN_H */
