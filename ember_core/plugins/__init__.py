@@ -10,6 +10,7 @@ came first on ``sys.path`` (see ``PROJECT_PACKAGES``).
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 import sys
@@ -22,7 +23,7 @@ from typing import Any
 
 import pluggy
 
-from ember_core.errors import BackendUnavailableError, PluginError, RegistryError
+from ember_core.errors import BackendUnavailableError, EmberError, PluginError, RegistryError
 from ember_core.plugins import hookspecs
 from ember_core.plugins.hookspecs import DEVICE_HOOKS, REQUIRED_HOOKS
 
@@ -244,11 +245,13 @@ class PluginManager:
         missing = [h for h in REQUIRED_HOOKS if h not in hooks]
         if missing:
             raise PluginError(f"{package or module!r} lacks required hooks {missing}; see ember_core.plugins.hookspecs")
-        info = hooks["ember_plugin_info"]()
+        info = _guarded(hooks["ember_plugin_info"], package or repr(module), "ember_plugin_info")()
         if not isinstance(info, PluginInfo):
             raise PluginError(f"{package or module!r}: ember_plugin_info must return ember_core.plugins.PluginInfo")
         if package:
             info = PluginInfo(**{**info.__dict__, "package": package})
+        label = package or info.package or f"ember-{info.name}"
+        hooks = {name: fn if name in _UNGUARDED else _guarded(fn, label, name) for name, fn in hooks.items()}
         return _Candidate(module, hooks, info, package)
 
     def _validate(self, candidate: _Candidate) -> Backend:
@@ -263,7 +266,8 @@ class PluginManager:
                 missing = [h for h in DEVICE_HOOKS if h not in hooks]
                 if missing:
                     raise PluginError(f"{label} owns device types {list(info.device_types)} but lacks "
-                                      f"the device hooks {missing}; see ember_core.plugins.hookspecs")
+                                      f"the device hooks {missing}{_misspelling_hint(module, missing)}; "
+                                      f"see ember_core.plugins.hookspecs")
             for device_type in info.device_types:
                 if device_type in self.device_owner:
                     owner = self.device_owner[device_type]
@@ -391,12 +395,42 @@ def _adapt(fn: Callable[..., Any], spec: Callable[..., Any]) -> Callable[..., An
     return call
 
 
+_HOOK_NAMES = [name for name in dir(hookspecs) if name.startswith("ember_")]
+# Not wrapped in PluginError: the allocator's hot path, where MemoryError is the contract and free never raises.
+_UNGUARDED = frozenset({"ember_alloc", "ember_free"})
+
+
+def _guarded(fn: Callable[..., Any], label: str, hook: str) -> Callable[..., Any]:
+    """``fn``, whose exceptions other than ember's own errors and MemoryError become a PluginError
+    naming the plugin and the hook (the traceback keeps the original as its cause)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (EmberError, MemoryError):
+            raise
+        except Exception as exc:
+            raise PluginError(f"{label}: its hook {hook} raised {type(exc).__name__}: {exc}") from exc
+
+    return call
+
+
+def _misspelling_hint(module: Any, missing: list[str]) -> str:
+    """For missing hooks: the plugin's attributes that look like misspellings of them."""
+    names = [a for a in dir(module) if a.startswith("ember") and a not in _HOOK_NAMES]
+    found = [f"{near[0]!r} looks like a misspelling of {hook!r}" for hook in missing
+             if (near := difflib.get_close_matches(hook, names, n=1))]
+    return f" ({'; '.join(found)})" if found else ""
+
+
 def _check_hook_signatures(pm: pluggy.PluginManager, module: Any, label: str) -> None:
     """pluggy rejects a hookimpl whose arguments are not in its spec; unknown hook names are ours to catch."""
     for name in _collect_hooks(module):
         if not name.startswith("ember_") or not hasattr(hookspecs, name):
+            near = difflib.get_close_matches(name, _HOOK_NAMES, n=1)
+            guess = f"a misspelling of {near[0]!r}?" if near else "a typo?"
             raise PluginError(f"{label}: {name!r} is marked as a hook but no such hook exists in "
-                              f"ember_core.plugins.hookspecs (a typo?)")
+                              f"ember_core.plugins.hookspecs ({guess})")
     probe = pluggy.PluginManager("ember")
     probe.add_hookspecs(hookspecs)
     try:
