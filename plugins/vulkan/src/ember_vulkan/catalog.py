@@ -112,6 +112,11 @@ def op_code(table: dict[str, tuple[tuple[str, ...], str]], name: str) -> int:
     return list(table).index(name)
 
 
+# (input, output) dtypes of sum's subgroup variants: float32 accumulators only (16/64-bit ones would
+# need shaderSubgroupExtendedTypes; integer sums give int64); float16 accumulates in float32.
+SUBGROUP_SUM_PAIRS = (("float16", "float16"), ("float16", "float32"), ("float32", "float32"))
+
+
 def partial_dtype(dtype: str, result: str) -> str:
     """The dtype a two-pass reduction keeps its per-chunk partials in (float16 accumulates in
     float32; any/all and bool max/min in bool)."""
@@ -168,6 +173,8 @@ def variants() -> list[Variant]:
                 add(_v(template, {"A": d, "O": partial}))
                 add(_v(template, {"A": partial, "O": final}))
                 add(_v(template, {"A": partial, "O": partial}))
+    for a, o in SUBGROUP_SUM_PAIRS:
+        add(Variant(name_of("reduce_subgroup", A=a, O=o), "reduce", (("A", a), ("O", o)), (("SUBGROUP_SUM", "1"),)))
     for d in MATMUL_DTYPES:
         add(_v("matmul", {"A": d}))
         for block in MATMUL_DIRECT_BLOCKS:

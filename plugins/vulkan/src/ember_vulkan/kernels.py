@@ -28,6 +28,7 @@ REDUCE_CHUNK = 4096  # elements of one row a workgroup reduces before a second p
 SERIAL_CHUNK = 256  # elements one invocation of reduce_serial.comp sums in order (and rows that short use it)
 ELEMENTWISE_RUN = 16  # innermost-dim elements one elementwise invocation walks on CPU devices (1 on GPUs)
 SERIAL_WG = 64  # workgroup size of reduce_serial.comp
+SUM = catalog.op_code(catalog.REDUCE, "sum")
 MATMUL_THREADS = 16  # matmul.comp's workgroup is MATMUL_THREADS x MATMUL_THREADS
 MATMUL_DIRECT_WG = 16  # workgroup size of matmul_direct.comp (small: lavapipe spreads workgroups over its threads)
 
@@ -143,17 +144,25 @@ def _reduce(name: str) -> Callable[..., None]:
         if dev.is_cpu or row_len <= SERIAL_CHUNK:
             _reduce_serial(dev, op, src, dst, catalog.partial_dtype(src, result), out_at, x_at, params, rows, row_len)
         elif row_len <= REDUCE_CHUNK:
-            _reduce_pass(dev, name_of("reduce", A=src, O=dst), op, out_at, x_at, params, rows, 1, row_len, row_len)
+            _reduce_pass(dev, _tree(dev, op, src, dst), op, out_at, x_at, params, rows, 1, row_len, row_len)
         else:
             chunks = -(-row_len // REDUCE_CHUNK)
             partial = catalog.partial_dtype(src, result)
             with _scratch(dev, rows * chunks * catalog.STORAGE[partial].itemsize) as scratch:
-                _reduce_pass(dev, name_of("reduce", A=src, O=partial), op, scratch, x_at, params, rows, chunks,
+                _reduce_pass(dev, _tree(dev, op, src, partial), op, scratch, x_at, params, rows, chunks,
                              REDUCE_CHUNK, row_len)
-                _reduce_pass(dev, name_of("reduce", A=partial, O=dst), op, out_at, scratch,
+                _reduce_pass(dev, _tree(dev, op, partial, dst), op, out_at, scratch,
                              [1, 1, 0, rows, chunks, chunks, 1], rows, 1, chunks, chunks)
 
     return kernel
+
+
+def _tree(dev: VulkanDevice, op: int, src: str, dst: str) -> str:
+    """reduce.comp's variant: sum with subgroup operations where the device has them, else the
+    shared-memory tree."""
+    if op == SUM and dev.subgroup_sum and (src, dst) in catalog.SUBGROUP_SUM_PAIRS:
+        return name_of("reduce_subgroup", A=src, O=dst)
+    return name_of("reduce", A=src, O=dst)
 
 
 @contextlib.contextmanager

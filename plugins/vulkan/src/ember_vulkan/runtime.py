@@ -135,6 +135,7 @@ class VulkanDevice:
         # Ask the driver to keep float32 subnormals where it can (tests switch it off to run the other
         # variant); a device that cannot reports that it flushes them.
         self.keep_subnormals = denormals.subnormals_kept(info)
+        self.subgroup_sum = bool(info.subgroup_arithmetic)  # sum reduces with subgroupAdd
         self.matmul_tiles = (4, 4, 16)  # matmul.comp's (RM, RN, STEP): see kernels.set_matmul_tiles
         self._pipelines: dict[tuple[str, int, tuple[int, ...], bool], Any] = {}
         self._spirv: dict[str, bytes] = {}

@@ -179,6 +179,8 @@ int evk_device_info_get(int index, evk_device_info *out) {
     out->api_version = pr->apiVersion;
     out->driver_version = pr->driverVersion;
     out->subgroup_size = subgroup.subgroupSize;
+    out->subgroup_arithmetic = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                               (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT);
     for (int i = 0; i < 3; i++) {
         out->max_group_count[i] = pr->limits.maxComputeWorkGroupCount[i];
         out->max_group_size[i] = pr->limits.maxComputeWorkGroupSize[i];

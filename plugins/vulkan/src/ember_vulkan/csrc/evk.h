@@ -16,6 +16,7 @@ typedef struct {
     char name[256];
     uint32_t vendor_id, device_id, device_type, api_version, driver_version;
     uint32_t subgroup_size;
+    uint32_t subgroup_arithmetic;    /* 1: compute shaders may use subgroupAdd and the like */
     uint32_t max_group_count[3];
     uint32_t max_group_size[3];
     uint32_t max_group_invocations;

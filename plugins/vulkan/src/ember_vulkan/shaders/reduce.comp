@@ -2,7 +2,11 @@
 // elements [chunk * chunk_len, min(row_len, (chunk + 1) * chunk_len)) of row `row`.  With
 // chunks > 1 the host runs it twice (partials, then a second pass over the partials), so that a
 // long row spreads over many workgroups.  op: ROP_* (specialization constant 0).
+// SUBGROUP_SUM (the reduce_subgroup variants, sum only): subgroupAdd instead of the shared-memory tree.
 // params: [n_outer, n_inner, offset, outer shape, outer strides, inner shape, inner strides]
+#if defined(SUBGROUP_SUM)
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const int OP = 0;
 layout(push_constant) uniform Push { uint64_t out_addr, a_addr, params_addr; uint groups, chunks, chunk_len, row_len; } pc;
@@ -25,6 +29,16 @@ void main() {
             int at = row_at + strided_offset(p, inner_shape, inner_strides, n_inner, r);
             acc = combine(acc, TO_ACC(A_LOAD(A_BUF(pc.a_addr).v[at])));
         }
+#if defined(SUBGROUP_SUM)
+        acc = subgroupAdd(acc);  // then one partial per subgroup, added by the first invocation
+        if (subgroupElect()) partial[gl_SubgroupID] = acc;
+        barrier();
+        if (lid == 0u) {
+            ACC_T total = partial[0];
+            for (uint s = 1u; s < gl_NumSubgroups; s++) total += partial[s];
+            O_BUF(pc.out_addr).v[g] = ACC_RESULT(total);
+        }
+#else
         partial[lid] = acc;
         barrier();
         for (uint s = WG / 2u; s > 0u; s >>= 1) {
@@ -32,6 +46,7 @@ void main() {
             barrier();
         }
         if (lid == 0u) O_BUF(pc.out_addr).v[g] = ACC_RESULT(partial[0]);
+#endif
         barrier();
     }
 }
