@@ -129,6 +129,16 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if result["test_accuracy"] >= result["target_accuracy"] else 1
 
 
+def _version() -> str:
+    """The installed distribution's version (the source tree's when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ember")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _new_backend(args: argparse.Namespace) -> int:
     from ember_core.scaffold import ScaffoldError, new_backend
 
@@ -144,6 +154,7 @@ def _new_backend(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ember", description="Ember: backends, checks and the demo.")
+    parser.add_argument("--version", action="version", version=f"ember {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("backends", help="list plugins, devices, providers and broken plugins with reasons")
     doctor = sub.add_parser("doctor", help="run a small computation on every device: PASS or FAIL with the cause")

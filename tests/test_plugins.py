@@ -255,8 +255,23 @@ def test_provider_exclusion_makes_ops_unsupported():
 
 
 def test_unknown_device_type_names_the_fix():
-    with pytest.raises(em.BackendUnavailableError, match=r'pip install "ember\[nosuch\]"'):
+    with pytest.raises(em.BackendUnavailableError, match="ember has no backend of that name") as info:
         em.ones(2, device="nosuch")
+    assert "pip install" not in str(info.value)  # no extra ember[nosuch] exists
+
+
+def test_near_miss_of_a_device_type_says_did_you_mean():
+    with pytest.raises(em.BackendUnavailableError, match="did you mean 'vulkan'"):
+        em.ones(2, device="vulkn")
+
+
+def test_a_project_device_type_not_installed_names_its_extra(monkeypatch):
+    from ember_core.plugins import MANAGER
+
+    monkeypatch.delitem(MANAGER.device_owner, "cuda", raising=False)
+    monkeypatch.setattr(MANAGER, "broken", {})
+    with pytest.raises(em.BackendUnavailableError, match=r'pip install "ember\[cuda\]"'):
+        MANAGER.owner("cuda")
 
 
 def test_cli_backends_and_doctor():

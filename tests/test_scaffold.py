@@ -62,3 +62,4 @@ def test_cli_generates_and_refuses_an_existing_directory(tmp_path, capsys):
     assert "ember-acme" in capsys.readouterr().out
     assert main(["new-backend", "acme", "--dest", str(tmp_path)]) == 2
     assert "already exists" in capsys.readouterr().err
+

@@ -307,7 +307,7 @@ class PluginManager:
         known = ", ".join(sorted(self.device_owner)) or "none"
         raise BackendUnavailableError(
             f"no installed backend provides device type {device_type!r} (available: {known}); "
-            f'install one, e.g. pip install "ember[{device_type}]"'
+            + _install_hint(device_type, set(self.device_owner))
         )
 
     def providers(self, device_type: str) -> list[Backend]:
@@ -320,6 +320,22 @@ class PluginManager:
         """Call an optional hook on every plugin that implements it."""
         self.ensure_discovered()
         return getattr(self.pm.hook, hook)(**kwargs)
+
+
+# Device types of ember's own backends, each installed by the extra of its name (pyproject.toml).
+PROJECT_DEVICE_TYPES = ("cpu", "vulkan", "cuda", "rocm")
+
+
+def _install_hint(device_type: str, installed: set[str]) -> str:
+    """What to do about a device type no backend provides: the extra that installs it when ember
+    has one, else the nearest known device type, else where to look."""
+    if device_type in PROJECT_DEVICE_TYPES:
+        return f'install its backend: pip install "ember[{device_type}]"'
+    near = difflib.get_close_matches(device_type, sorted(installed | set(PROJECT_DEVICE_TYPES)), n=1)
+    if near:
+        return f"did you mean {near[0]!r}?"
+    return ("ember has no backend of that name; a vendor's backend is installed from the vendor's package "
+            "(`ember backends` lists what is installed)")
 
 
 def _normalized(package: str) -> str:
