@@ -32,6 +32,8 @@ def test_properties_show_float_controls_and_the_subnormal_mode(device: Device) -
     assert controls["denorm_behavior_independence"] in ("32-bit only", "all", "none")
     expected = "preserved" if controls["denorm_preserve_float32"] else "flushed"
     assert props["float32_subnormals"] == expected
+    both = controls["denorm_preserve_float32"] and controls["denorm_preserve_float16"]
+    assert props["float16_subnormals"] == ("preserved" if both else "flushed")
 
 
 @pytest.mark.no_device
@@ -39,9 +41,9 @@ def test_properties_show_float_controls_and_the_subnormal_mode(device: Device) -
 def test_every_shader_with_denorm_preserve_is_valid_spirv(tmp_path) -> None:
     assert SHADERS, "no compiled shaders in the package"
     for shader in SHADERS:
-        code = denormals.with_denorm_preserve(shader.read_bytes())
+        code = denormals.with_denorm_preserve(shader.read_bytes(), (16, 32))
         words = struct.unpack(f"<{len(code) // 4}I", code)
-        assert words.count(denormals.MODE_DENORM_PRESERVE) >= 1
+        assert words.count(denormals.MODE_DENORM_PRESERVE) >= 2
         out = tmp_path / shader.name
         out.write_bytes(code)
         done = subprocess.run(["spirv-val", "--target-env", "vulkan1.2", str(out)], capture_output=True, text=True)
@@ -57,13 +59,14 @@ def test_patching_rejects_what_is_not_spirv(code: bytes) -> None:
 
 @pytest.fixture
 def variants():
-    """Runs a callable under each variant (preserving and as compiled); restores the device's choice."""
+    """Runs a callable under each variant (keeping float16 and float32 subnormals, float32's, and as
+    compiled); restores the device's choice."""
     dev = runtime.device(0)
     kept = dev.keep_subnormals
 
     def run(fn):
         results = []
-        for keep in (True, False):
+        for keep in ((16, 32), (32,), ()):
             dev.keep_subnormals = keep
             results.append(fn())
         dev.keep_subnormals = kept
@@ -82,8 +85,8 @@ def test_both_variants_agree_on_subnormals(op: str, variants) -> None:
         out = getattr(em, op)(em.asarray(a, device="vulkan"), em.asarray(b, device="vulkan"))
         return np.asarray(out.to_device("cpu")).tobytes()
 
-    preserving, compiled = variants(compute)
-    assert preserving == compiled
+    preserving, preserving32, compiled = variants(compute)
+    assert preserving == preserving32 == compiled
     with np.errstate(all="ignore"):
         reference = getattr(np, op)(a, b)
     got = np.frombuffer(preserving, dtype=np.float32)

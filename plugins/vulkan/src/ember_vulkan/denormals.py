@@ -1,10 +1,12 @@
 """Subnormal handling of the shaders: the device's Vulkan 1.2 float-controls properties, and the
-SPIR-V variant that asks to keep float32 subnormals.
+SPIR-V variant that asks to keep subnormals.
 
 A module declaring an execution mode the device does not support is invalid, so every shader exists
 in two variants: as compiled, and with the ``DenormPreserve 32`` execution mode (and its capability)
-added to the compiled words here, at load time. A device that cannot preserve float32 subnormals
-runs the first variant and reports that it flushes them (``float32_subnormals`` in its properties).
+added to the compiled words here, at load time (and ``DenormPreserve 16`` where the device also keeps
+float16 ones: float16 values are computed in float32 but rounded to float16 on the store). A device
+that cannot preserve float32 subnormals runs the first variant and reports that it flushes them
+(``float32_subnormals`` in its properties).
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ def float_controls(info: Any) -> dict[str, Any]:
     }
 
 
-def subnormals_kept(info: Any) -> bool:
-    """Whether the shaders can ask this device to keep float32 subnormals."""
-    return bool(info.denorm_preserve_f32)
+def preserved_widths(info: Any) -> tuple[int, ...]:
+    """The float widths whose subnormals the shaders ask this device to keep: none unless float32's
+    can be kept; float16's as well where they can."""
+    if not info.denorm_preserve_f32:
+        return ()
+    return (16, 32) if info.denorm_preserve_f16 else (32,)
 
 
 def _instructions(words: tuple[int, ...]):
@@ -45,8 +50,9 @@ def _instructions(words: tuple[int, ...]):
         at += count
 
 
-def with_denorm_preserve(code: bytes) -> bytes:
-    """``code`` (a SPIR-V module with one compute entry point) asking for float32 subnormals to be kept."""
+def with_denorm_preserve(code: bytes, widths: tuple[int, ...] = (32,)) -> bytes:
+    """``code`` (a SPIR-V module with one compute entry point) asking for subnormals of these float
+    widths to be kept."""
     if len(code) % 4 or len(code) < 4 * HEADER_WORDS:
         raise ValueError("not a SPIR-V module: its size is not a whole number of words")
     words = struct.unpack(f"<{len(code) // 4}I", code)
@@ -64,7 +70,8 @@ def with_denorm_preserve(code: bytes) -> bytes:
     if last_capability is None or entry is None:
         raise ValueError("SPIR-V module without capabilities or entry point")
     capability = ((2 << 16) | OP_CAPABILITY, CAPABILITY_DENORM_PRESERVE)
-    mode = ((4 << 16) | OP_EXECUTION_MODE, entry, MODE_DENORM_PRESERVE, 32)
+    mode = tuple(word for width in widths for word in ((4 << 16) | OP_EXECUTION_MODE, entry, MODE_DENORM_PRESERVE,
+                                                       width))
     patched = (words[:last_capability] + capability + words[last_capability:first_mode] + mode
                + words[first_mode:])
     return struct.pack(f"<{len(patched)}I", *patched)

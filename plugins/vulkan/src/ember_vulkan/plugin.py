@@ -64,7 +64,8 @@ def ember_device_properties(device: Any) -> Mapping[str, Any]:
         "max_workgroup_count": tuple(info.max_group_count),
         "shader_float64": bool(info.shader_float64),
         "float_controls": denormals.float_controls(info),
-        "float32_subnormals": "preserved" if runtime.device(device.index).keep_subnormals else "flushed",
+        "float32_subnormals": "preserved" if 32 in runtime.device(device.index).keep_subnormals else "flushed",
+        "float16_subnormals": "preserved" if 16 in runtime.device(device.index).keep_subnormals else "flushed",
     }
 
 

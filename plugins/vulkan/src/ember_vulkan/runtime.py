@@ -132,12 +132,12 @@ class VulkanDevice:
         self.pool = Pool(native, int(info.max_allocation) or 1 << 31)
         self.arena = _Ring(self.pool, ARENA_BYTES)
         self.staging = _Ring(self.pool, STAGING_BYTES)
-        # Ask the driver to keep float32 subnormals where it can (tests switch it off to run the other
-        # variant); a device that cannot reports that it flushes them.
-        self.keep_subnormals = denormals.subnormals_kept(info)
+        # The float widths whose subnormals the shaders ask the driver to keep (tests change it to run
+        # the other variants); a device that cannot keep float32's reports that it flushes them.
+        self.keep_subnormals = denormals.preserved_widths(info)
         self.subgroup_sum = bool(info.subgroup_arithmetic)  # sum reduces with subgroupAdd
         self.matmul_tiles = (4, 4, 16)  # matmul.comp's (RM, RN, STEP): see kernels.set_matmul_tiles
-        self._pipelines: dict[tuple[str, int, tuple[int, ...], bool], Any] = {}
+        self._pipelines: dict[tuple[str, int, tuple[int, ...], tuple[int, ...]], Any] = {}
         self._spirv: dict[str, bytes] = {}
         self.submissions = 0  # batches submitted (tests check that work is batched)
         # Copy through mapped device memory when the driver maps it (integrated GPUs, lavapipe);
@@ -160,7 +160,7 @@ class VulkanDevice:
                                       f"(pip install --force-reinstall ember-vulkan)") from None
                 self._spirv[variant] = code
             if self.keep_subnormals:
-                code = denormals.with_denorm_preserve(code)
+                code = denormals.with_denorm_preserve(code, self.keep_subnormals)
             err = ffi.new("char[512]")
             constants = ffi.new("uint32_t[]", [op, *spec])
             found = lib.evk_pipeline_create(self.native, ffi.from_buffer("uint32_t[]", code), len(code), constants,
