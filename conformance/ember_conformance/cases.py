@@ -13,7 +13,7 @@ import fnmatch
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ember_conformance import contract, deep
+from ember_conformance import contract, deep, precision
 from ember_conformance.execute import case_id
 from ember_conformance.samples.base import Sample, primary_dtype
 from ember_conformance.samples.catalog import generator_for, samples_for
@@ -71,6 +71,9 @@ def groups(opts: Options) -> list[tuple[int, str, str]]:
             out.append((3, schema.name, "float32"))
     if opts.max_level >= 1 and opts.wants_op("views") and opts.wants_dtype("float32"):
         out.append((1, "views", "float32"))
+    if opts.wants_op("numerics"):  # the precision profile's special values, float32 at level 1
+        out += [(1 if d == "float32" else 2, "numerics", d) for d in precision.FLOAT_DTYPES
+                if opts.wants_dtype(d) and opts.max_level >= (1 if d == "float32" else 2)]
     if opts.max_level >= 4 and opts.wants_op("demo"):
         out.append((4, "demo", "float32"))
     return out
@@ -84,6 +87,8 @@ def group_samples(level: int, op: str, dtype: str, device: str, demo_epochs: int
         return (deep.demo_sample(demo_epochs),)
     if op == "views":
         return tuple(views(dtype, device, level))
+    if op == "numerics":
+        return (Sample("special-values", custom=precision.numerics_check),)
     from ember_core.ops.registry import REGISTRY
 
     schema = REGISTRY[op]

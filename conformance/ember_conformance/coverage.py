@@ -27,7 +27,7 @@ def by_level_and_dtype(cases: list[dict[str, Any]]) -> dict[str, dict[str, dict[
     counted by op: an op is not covered when any of its cases ran off the device."""
     groups: dict[tuple[int, str, str], list[dict[str, Any]]] = defaultdict(list)
     for c in cases:
-        if c["level"] in (1, 2) and c["op"] != "device":
+        if c["level"] in (1, 2) and c["op"] not in ("device", "numerics"):
             groups[(c["level"], c["dtype"], c["op"])].append(c)
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for (level, dtype, op), mine in sorted(groups.items()):

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from ember_conformance import LEVELS, REPORT_SCHEMA_VERSION, __version__, coverage, verdicts
+from ember_conformance import LEVELS, REPORT_SCHEMA_VERSION, __version__, coverage, precision, verdicts
 
 COLORS = {
     verdicts.PASS: "#2e7d32", verdicts.COMPOSITE: "#66bb6a", verdicts.FALLBACK: "#f9a825",
@@ -79,6 +79,7 @@ def build(device: str, options: dict[str, Any], results: list[verdicts.CaseResul
         "matrix": providers_matrix(results),
         "coverage": coverage.by_level_and_dtype(cases),
         "providers": coverage.by_provider(cases),
+        "precision": precision.table(cases, device.split(":")[0]),
         "cases": cases,
     }
 
@@ -109,6 +110,19 @@ def tolerance_text(tolerance: dict[str, float] | None) -> str:
     return ", ".join(f"{k} {v:.3g}" for k, v in (tolerance or {}).items())
 
 
+def precision_rows(report: dict[str, Any], limit: int, row: str) -> list[str]:
+    """The precision table's header and its worst ``limit`` rows, each formatted by ``row``."""
+    numerics = [f"{c['dtype']}: {c['verdict']}" + (f" ({c['message']})" if c.get("message") else "")
+                for c in report["cases"] if c["op"] == "numerics"]
+    head = [row.format("op:dtype", "ulp", "relative", "absolute", "cases", "declared deviation")]
+    if row.startswith("|"):
+        head.append("|---" * 6 + "|")
+    body = [row.format(key, f"{r['max_ulp']:.3g}", f"{r['max_rel']:.3g}", f"{r['max_abs']:.3g}", r["cases"],
+                       ", ".join(f"{k} {v}" for k, v in r.get("declared", {}).items()) or "-")
+            for key, r in list(report.get("precision", {}).items())[:limit]]
+    return [f"Special values and flush-to-zero: {'; '.join(numerics) or 'not run'}", "", *head, *body]
+
+
 def markdown(report: dict[str, Any], limit: int = 60) -> str:
     lines = [f"# Ember conformance: `{report['device']}`", "", *[f"- {h}" for h in coverage.headlines(report)],
              "", passed_levels(report), "", "| | |", "|---|---|",
@@ -118,6 +132,8 @@ def markdown(report: dict[str, Any], limit: int = 60) -> str:
     for n, lv in report["levels"].items():
         status = lv["status"] + (f": {lv['reason']}" if lv["reason"] else "")
         lines.append(f"| {n} | {lv['name']} | {lv.get('requirement', '')} | {status} | {_counts(lv['counts'])} |")
+    lines += ["", "## Precision (worst error against the float64 reference, on the device)", "",
+              *precision_rows(report, limit, "| {} | {} | {} | {} | {} | {} |"), ""]
     lines += ["", "## Ops each provider ran natively", ""]
     lines += [f"- {p} ({len(ops)}): {', '.join(ops)}" for p, ops in report.get("providers", {}).items()] or ["- none"]
     bad = _bad(report)
@@ -148,6 +164,11 @@ def _matrix_html(report: dict[str, Any]) -> str:
             cells.append(f'<td style="background:{COLORS[cell["verdict"]]}" title="{title}">{label}</td>')
         rows.append(f"<tr><th>{html.escape(op)}</th>{''.join(cells)}</tr>")
     return "<table class=m>" + "\n".join(rows) + "</table>"
+
+
+def precision_html(report: dict[str, Any], limit: int) -> str:
+    rows = precision_rows(report, limit, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>")
+    return f"<p>{html.escape(rows[0])}</p><table>{''.join(rows[2:])}</table>"
 
 
 def html_page(report: dict[str, Any], limit: int = 300) -> str:
@@ -184,6 +205,7 @@ created {esc(report['created'])}</td></tr></table>
 <h2>Levels</h2><table><tr><th>level</th><th>what</th><th>requirement</th><th>status</th><th>reason</th><th>verdicts</th>
 </tr>{levels}</table>
 <h2>Ops each provider ran natively</h2><ul>{providers}</ul>
+<h2>Precision (worst error against the float64 reference, on the device)</h2>{precision_html(report, limit)}
 <h2>Ops x dtypes</h2><p>{legend}. Each cell names the provider that served it (or how it ran); hover for counts.</p>
 {_matrix_html(report)}
 <h2>Failures</h2>{''.join(failures) or '<p>none</p>'}

@@ -176,3 +176,46 @@ class Absent(Broken):
     @hookimpl
     def ember_device_unavailable_reason(self, device_type: str) -> str | None:
         return "no absent device is plugged in"
+
+
+def _flush(a: np.ndarray) -> np.ndarray:
+    """float32 denormals to (signed) zero, as a GPU in flush-to-zero mode does."""
+    return np.where(np.abs(a) < np.finfo(np.float32).tiny, np.float32(0) * np.sign(a), a).astype(a.dtype)
+
+
+def _ftz_multiply(out: Any, a: Any, b: Any) -> None:
+    _view(out)[...] = _flush(_flush(_view(a)) * _flush(_view(b)))
+
+
+def _rough_sin(out: Any, x: Any) -> None:
+    """sin with an absolute error of 1e-6 on [-pi, pi] except at 0 (a GPU's fast trig), exact elsewhere."""
+    x = _view(x)
+    _view(out)[...] = np.sin(x) + np.float32(1e-6) * ((x != 0) & (np.abs(x) <= 3.14159))
+
+
+class Flusher(ZeroKernel):
+    """Flushes float32 denormals and computes sin 1e-6 off, and declares neither: both are failures."""
+
+    name = "flusher"
+    device_types = ("flusher",)
+    manifest = "flusher_manifest.toml"
+
+    @hookimpl
+    def ember_plugin_info(self) -> PluginInfo:
+        return PluginInfo(name=self.name, version="0.0.1", abi=(ABI_MAJOR, ABI_MINOR), device_types=self.device_types,
+                          manifest=MANIFEST.with_name(self.manifest), package=f"ember-{self.name}")
+
+    @hookimpl
+    def ember_kernels(self, device_type: str) -> dict[str, Any]:
+        if device_type != self.name:
+            return {}
+        return {"full": _full, "copy": _copy, "multiply": _ftz_multiply, "sin": _rough_sin}
+
+
+class Declared(Flusher):
+    """The same kernels, with the deviations declared in the manifest: ftz for float32, sin's
+    absolute error bounded on [-pi, pi] (how the Vulkan spec bounds GPU trig)."""
+
+    name = "declared"
+    device_types = ("declared",)
+    manifest = "declared_manifest.toml"

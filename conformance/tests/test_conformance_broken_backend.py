@@ -146,3 +146,24 @@ def test_prefer_and_exclude_choose_the_provider_the_report_names(tmp_path: Path)
         report = json.loads((out / "report.json").read_text())
         assert report["providers"] == {provider: ["max_pool2d"]}
         assert f"{provider} (1): max_pool2d" in (out / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("backend", ["Flusher", "Declared"])
+def test_precision_deviations_fail_unless_declared(tmp_path: Path, backend: str) -> None:
+    """A backend that flushes float32 denormals and whose sin is 1e-6 off on [-pi, pi]: failures when
+    undeclared; with ftz and an absolute bound over [-pi, pi] in the manifest, declared (xfail)."""
+    device = backend.lower()
+    code, out, cases = _run(tmp_path, backend, device, "--level", "1", "--ops", "numerics,sin", "--dtypes", "float32")
+    numerics, sin = cases["L1/numerics/float32/special-values"], cases["L1/sin/float32/contiguous"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["precision"]["sin:float32"]["max_abs"] == pytest.approx(1e-6, rel=0.1)
+    if backend == "Flusher":
+        assert code == 1
+        assert numerics["verdict"] == "fail" and "flushes denormal inputs and denormal outputs" in numerics["message"]
+        assert sin["verdict"] == "fail" and sin["max_ulp"] > 10
+    else:
+        assert code == 0, out
+        assert numerics["verdict"] == "pass"
+        assert sin["verdict"] == "xfail" and "declared absolute error 2e-06 on [-3.1416, 3.1416]" in sin["message"]
+        assert report["precision"]["sin:float32"]["declared"] == {"abs": 2e-6, "range": [-3.1416, 3.1416]}
+        assert "declared deviation" in (tmp_path / "summary.md").read_text()
