@@ -47,13 +47,7 @@ def best_device() -> str:
 
 def load_digits(seed: int, test_fraction: float = 0.2) -> tuple[np.ndarray, ...]:
     """Images scaled to [0, 1] as (N, 1, 8, 8) float32, labels int64; a stratified split."""
-    try:
-        from sklearn.datasets import load_digits as sklearn_digits
-    except ImportError:
-        raise ImportError("ember demo trains on scikit-learn's bundled digits data set: "
-                          "pip install scikit-learn") from None
-
-    digits = sklearn_digits()
+    digits = _require("sklearn.datasets", "scikit-learn (its bundled digits data set)").load_digits()
     images = (digits.images / 16.0).astype(np.float32)[:, None]
     labels = digits.target.astype(np.int64)
     rng = np.random.default_rng(seed)
@@ -84,22 +78,17 @@ def accuracy(model: nn.Module, images: em.Tensor, labels: em.Tensor, batch_size:
     return correct / images.shape[0]
 
 
-class ProgressBar:
-    """One line, rewritten in place: epoch, a bar of the batches done, the running loss."""
+class DemoDependencyError(ImportError):
+    """The demo's extra is not installed; the message is the command that installs it."""
 
-    def __init__(self, total: int, label: str, enabled: bool, width: int = 28) -> None:
-        self.total, self.label, self.enabled, self.width = total, label, enabled and sys.stdout.isatty(), width
 
-    def update(self, done: int, loss: float) -> None:
-        if self.enabled:
-            filled = self.width * done // self.total
-            sys.stdout.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
-                             f"{done}/{self.total} loss {loss:.4f}")
-            sys.stdout.flush()
+def _require(module: str, why: str) -> Any:
+    import importlib
 
-    def close(self) -> None:
-        if self.enabled:
-            sys.stdout.write("\r" + " " * (len(self.label) + self.width + 40) + "\r")
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise DemoDependencyError(f"ember demo needs {why}: pip install \"ember[demo]\"") from None
 
 
 def train(model: nn.Module, loader: DataLoader, epochs: int, test: tuple[em.Tensor, em.Tensor],
@@ -108,10 +97,13 @@ def train(model: nn.Module, loader: DataLoader, epochs: int, test: tuple[em.Tens
     schedule = optim.CosineAnnealingLR(optimizer, T_max=epochs)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
     history = []
+    tqdm = _require("tqdm", "tqdm (its progress bar)").tqdm
     for epoch in range(1, epochs + 1):
-        bar = ProgressBar(len(loader), f"epoch {epoch:>2}/{epochs}", show_progress)
+        # disable=None: no bar when stdout is not a terminal (CI logs keep one line per epoch)
+        bar = tqdm(total=len(loader), desc=f"epoch {epoch:>2}/{epochs}", unit="batch", leave=False,
+                   disable=None if show_progress else True, file=sys.stdout)
         total, seen, correct = 0.0, 0, 0
-        for step, (images, labels) in enumerate(loader, 1):
+        for images, labels in loader:
             logits = model(images)
             loss = loss_fn(logits, labels)
             optimizer.zero_grad()
@@ -121,7 +113,8 @@ def train(model: nn.Module, loader: DataLoader, epochs: int, test: tuple[em.Tens
             total += batch_loss * labels.shape[0]
             seen += labels.shape[0]
             correct += int(em.sum(em.argmax(logits.detach(), axis=1) == labels).item())
-            bar.update(step, total / seen)
+            bar.set_postfix(loss=f"{total / seen:.4f}", acc=f"{correct / seen:.2%}", refresh=False)
+            bar.update()
         bar.close()
         schedule.step()
         record = {"epoch": epoch, "loss": total / seen, "train_accuracy": correct / seen,

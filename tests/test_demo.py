@@ -39,4 +39,4 @@ def test_cli_demo_runs_and_reports(tmp_path):
     out = subprocess.run([sys.executable, "-m", "ember_core.cli", "demo", "--device", "cpu", "--epochs", "1"],
                          capture_output=True, text=True, timeout=600)
     assert "epoch  1/1" in out.stdout and "test accuracy" in out.stdout and "backend:" in out.stdout
-    assert out.returncode == 1  # one epoch does not reach the target: the exit status says so
+    assert out.returncode == 0  # a shortened run reports its accuracy; only the default run is held to the target

@@ -14,3 +14,31 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"ember {version('ember')}"
+
+
+@pytest.mark.parametrize(("module", "says"), [("sklearn", "scikit-learn"), ("tqdm", "tqdm")])
+def test_demo_without_its_extra_says_how_to_install_it(monkeypatch, capsys, module, says):
+    import sys
+
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)  # importing it now raises ImportError
+    assert main(["demo", "--device", "cpu", "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and 'pip install "ember[demo]"' in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("epochs", "accuracy", "code"), [(None, 0.5, 1), (None, 0.99, 0), (3, 0.5, 0)])
+def test_demo_exit_status_holds_only_the_default_run_to_the_target(monkeypatch, epochs, accuracy, code):
+    import ember_core.demo as demo
+
+    seen = {}
+
+    def fake_run_demo(device, seed, epochs):
+        seen["epochs"] = epochs
+        return {"test_accuracy": accuracy, "target_accuracy": demo.TARGET_ACCURACY}
+
+    monkeypatch.setattr(demo, "run_demo", fake_run_demo)
+    argv = ["demo"] + ([] if epochs is None else ["--epochs", str(epochs)])
+    assert main(argv) == code
+    assert seen["epochs"] == (epochs or demo.DEFAULT_EPOCHS)
