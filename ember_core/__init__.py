@@ -69,7 +69,6 @@ from ember_core.errors import (
 from ember_core.interop import from_dlpack
 from ember_core.ops import ENTRIES as _ENTRIES
 from ember_core.ops.composites import meshgrid
-from ember_core.serialization import load, save
 from ember_core.tensor import Tensor
 from ember_core.views import broadcast_shapes, broadcast_to, expand_dims, moveaxis, permute_dims, squeeze
 
@@ -125,9 +124,16 @@ __version__ = "0.1.0"
 _SUBPACKAGES = ("nn", "optim", "data")  # imported on first use: `import ember_core` stays lean
 
 
+_LAZY_FUNCTIONS = {"save": "ember_core.serialization", "load": "ember_core.serialization"}  # ~20 ms of imports
+
+
 def __getattr__(name: str) -> Any:
     if name in _SUBPACKAGES:
         import importlib
 
         return importlib.import_module(f"ember_core.{name}")
+    if name in _LAZY_FUNCTIONS:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY_FUNCTIONS[name]), name)
     raise AttributeError(f"module 'ember_core' has no attribute {name!r}")
