@@ -1,4 +1,4 @@
-"""``ember-conformance run | diff | baseline | list``."""
+"""``ember-conformance run | diff | baseline | scoreboard | list``."""
 
 from __future__ import annotations
 
@@ -98,6 +98,19 @@ def _baseline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scoreboard(args: argparse.Namespace) -> int:
+    from ember_conformance import scoreboard
+
+    try:
+        reports = [diff.load(path) for path in args.reports]
+    except diff.ReportError as exc:
+        print(f"ember-conformance scoreboard: {exc}", file=sys.stderr)
+        return 2
+    scoreboard.write(reports, Path(args.out))
+    print(f"scoreboard: {args.out}")
+    return 0
+
+
 def _list(args: argparse.Namespace) -> int:
     plugin_loader.register_all([*plugin_loader.specs_from_env(), *args.plugin])
     ids = cases.case_ids(cases.Options(args.device[0], args.level, tuple(args.ops), tuple(args.dtypes)))
@@ -138,10 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("baseline", help="write the part of a report.json that diff compares (to commit)")
     b.add_argument("report")
     b.add_argument("out")
+    sb = sub.add_parser("scoreboard", help="one static HTML page, op by backend, from several report.json files")
+    sb.add_argument("reports", nargs="+")
+    sb.add_argument("--out", default="scoreboard.html", help="the page to write (default scoreboard.html)")
     lst = sub.add_parser("list", help="print the case ids a run would collect")
     _selection(lst)
     args = parser.parse_args(argv)
-    return {"run": _run, "diff": _diff, "baseline": _baseline, "list": _list}[args.command](args)
+    return {"run": _run, "diff": _diff, "baseline": _baseline, "scoreboard": _scoreboard,
+            "list": _list}[args.command](args)
 
 
 if __name__ == "__main__":

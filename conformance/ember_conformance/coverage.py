@@ -12,7 +12,7 @@ from ember_conformance import verdicts
 NUMERICS_KEYS = ("tf32", "deterministic", "denormals", "flush_to_zero", "float_controls", "fast_math")
 
 
-def _op_state(cases: list[dict[str, Any]]) -> str:
+def op_state(cases: list[dict[str, Any]]) -> str:
     """native | composite | not covered | skipped, for the cases of one (level, op, dtype)."""
     seen = {c["verdict"] for c in cases}
     if seen & verdicts.NOT_COVERED:
@@ -32,19 +32,20 @@ def by_level_and_dtype(cases: list[dict[str, Any]]) -> dict[str, dict[str, dict[
     out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for (level, dtype, op), mine in sorted(groups.items()):
         cell = out[str(level)].setdefault(dtype, {"native": 0, "composite": 0, "not covered": 0, "skipped": 0,
-                                                  "ops": 0, "not_covered_ops": []})
-        state = _op_state(mine)
+                                                  "failing": 0, "ops": 0, "not_covered_ops": []})
+        state = op_state(mine)
         cell[state] += 1
         cell["ops"] += 1
+        cell["failing"] += any(c["verdict"] in verdicts.BAD for c in mine)
         if state == "not covered":
             cell["not_covered_ops"].append(op)
     return dict(out)
 
 
 def headline(cell: dict[str, Any]) -> str:
-    skipped = f", skipped {cell['skipped']}" if cell["skipped"] else ""
+    extra = "".join(f", {k} {cell[k]}" for k in ("skipped", "failing") if cell.get(k))
     return (f"native {cell['native']} of {cell['ops']} ops (composite {cell['composite']}, "
-            f"not covered {cell['not covered']}{skipped})")
+            f"not covered {cell['not covered']}{extra})")
 
 
 def headlines(report: dict[str, Any]) -> list[str]:

@@ -137,3 +137,24 @@ def test_report_headline_facts_and_readable_reasons(tmp_path: Path) -> None:
         assert verdicts.REQUIREMENTS[1][:40] in text
     page = (tmp_path / "report.html").read_text()
     assert "no sampler yet" in page and "declared off by one" in page and "{'" not in page
+
+
+def test_scoreboard_is_op_by_backend(tmp_path: Path) -> None:
+    from ember_conformance import scoreboard
+
+    a = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", "pass"), _result("L1/sin/float32/a", "fail")]
+    b = [_result("L0/abi/-/check", "pass"), _result("L1/add/float32/a", "fallback")]
+    reports = [report.build(device, {"prefer": prefer}, r, verdicts.judge_levels(r, [0, 1]), 1.0)
+               for device, prefer, r in (("cpu", [], a), ("cpu", ["xnnpack"], b))]
+    assert [scoreboard.op_states(r) for r in reports] == [{"add": "native", "sin": "failing"}, {"add": "not covered"}]
+    paths = []
+    for i, rep in enumerate(reports):
+        report.write_json(rep, tmp_path / f"r{i}.json")
+        paths.append(str(tmp_path / f"r{i}.json"))
+    out = tmp_path / "board.html"
+    proc = subprocess.run([sys.executable, "-m", "ember_conformance", "scoreboard", *paths, "--out", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert "cpu (prefer xnnpack)" in page and "not covered" in page
+    assert "native 2 of 2 ops (composite 0, not covered 0, failing 1)" in page
