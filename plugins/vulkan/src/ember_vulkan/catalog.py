@@ -102,6 +102,7 @@ REDUCE: dict[str, tuple[tuple[str, ...], str]] = {
     "all": (DTYPES, "bool"),
 }
 ARG_REDUCE = ("argmax", "argmin")
+SCAN = ("cumulative_sum", "cumulative_prod")  # inputs: DTYPES; integers and bool accumulate in int64
 MATMUL_DTYPES = NUMERIC
 MATMUL_DIRECT_BLOCKS = (8, 16)  # register blocks (RB x RB outputs per invocation) of matmul_direct.comp
 RANDOM = {"random_uniform": FLOATS, "random_normal": FLOATS, "random_integers": ("bool", *INTS)}
@@ -123,6 +124,11 @@ def partial_dtype(dtype: str, result: str) -> str:
     if result == "bool" or dtype == "bool":
         return "bool"
     return "float32" if dtype == "float16" else dtype
+
+
+def scan_dtype(dtype: str) -> str:
+    """What cumulative_sum / cumulative_prod of ``dtype`` give (numpy's rule, as the core's)."""
+    return dtype if dtype in FLOATS else "int64"
 
 
 # ---- variants -----------------------------------------------------------------------------------
@@ -173,6 +179,8 @@ def variants() -> list[Variant]:
                 add(_v(template, {"A": d, "O": partial}))
                 add(_v(template, {"A": partial, "O": final}))
                 add(_v(template, {"A": partial, "O": partial}))
+    for d in DTYPES:
+        add(_v("scan", {"A": d, "O": scan_dtype(d)}))
     for a, o in SUBGROUP_SUM_PAIRS:
         add(Variant(name_of("reduce_subgroup", A=a, O=o), "reduce", (("A", a), ("O", o)), (("SUBGROUP_SUM", "1"),)))
     for d in MATMUL_DTYPES:

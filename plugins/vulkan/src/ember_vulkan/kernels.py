@@ -27,6 +27,7 @@ from ember_vulkan.runtime import MAX_ELEMENTS, PARAMS, VulkanDevice
 REDUCE_CHUNK = 4096  # elements of one row a workgroup reduces before a second pass combines them
 SERIAL_CHUNK = 256  # elements one invocation of reduce_serial.comp sums in order (and rows that short use it)
 ELEMENTWISE_RUN = 16  # innermost-dim elements one elementwise invocation walks on CPU devices (1 on GPUs)
+SCAN_WG = 64  # workgroup size of scan.comp
 SERIAL_WG = 64  # workgroup size of reduce_serial.comp
 SUM = catalog.op_code(catalog.REDUCE, "sum")
 MATMUL_THREADS = 16  # matmul.comp's workgroup is MATMUL_THREADS x MATMUL_THREADS
@@ -202,6 +203,26 @@ def _reduce_pass(dev: VulkanDevice, variant: str, op: int, out_at: int, x_at: in
                  params, op)
 
 
+def _scan(name: str) -> Callable[..., None]:
+    op = catalog.SCAN.index(name)
+
+    def kernel(out: Any, x: Any) -> None:
+        """Running sum / product along the last dim; a row per invocation (scan.comp)."""
+        if out.size == 0:
+            return
+        dev = _device(out)
+        if x.ndim == 0:
+            x, out = x.reshape((1,)), out.reshape((1,))
+        outer, (x_outer, out_outer) = coalesce(x.shape[:-1], x.strides[:-1], out.strides[:-1])
+        rows = math.prod(outer)
+        params = [len(outer), x.shape[-1], x.offset, x.strides[-1], out.offset, out.strides[-1], *outer, *x_outer,
+                  *out_outer]
+        dev.dispatch(name_of("scan", A=x.dtype.name, O=out.dtype.name), (dev.groups_for(rows, SCAN_WG), 1, 1),
+                     "<QQQI", (_address(dev, out), _address(dev, x), PARAMS, rows), params, op)
+
+    return kernel
+
+
 def _arg_reduce(name: str) -> Callable[..., None]:
     op = catalog.ARG_REDUCE.index(name)
 
@@ -346,6 +367,7 @@ KERNELS: dict[str, Callable[..., None]] = {
     "full": full,
     **{name: _reduce(name) for name in catalog.REDUCE},
     **{name: _arg_reduce(name) for name in catalog.ARG_REDUCE},
+    **{name: _scan(name) for name in catalog.SCAN},
     "matmul": matmul,
     "take": take,
     "index_put": index_put,
@@ -359,7 +381,7 @@ def claimed_dtypes() -> dict[str, tuple[str, ...]]:
     """op -> the dtypes its shaders serve: what manifest.toml must claim (a test holds them equal)."""
     table = {name: dtypes for name, (dtypes, _) in {**catalog.UNARY, **catalog.BINARY, **catalog.REDUCE}.items()}
     table |= {name: catalog.DTYPES for name in ("where", "copy", "astype", "full", "take", "index_put",
-                                                *catalog.ARG_REDUCE)}
+                                                *catalog.ARG_REDUCE, *catalog.SCAN)}
     table["matmul"] = catalog.MATMUL_DTYPES
     table |= catalog.RANDOM
     return table
