@@ -364,21 +364,33 @@ class LedgerEntry:
 
 
 _ledger: dict[tuple[str, str], LedgerEntry] = {}
-_warned: set[tuple[str, str]] = set()
+_warned: set[tuple[str, str, str]] = set()
 _ledger_lock = threading.Lock()
 
 
-def check_fallback_allowed(op: str, device: str) -> None:
+def check_fallback_allowed(op: str, device: str, dtype: str) -> None:
     policy = current().fallback
     if policy == "error":
         raise UnsupportedOpError(
-            f"{op} has no kernel on {device} and the fallback policy is 'error'; allow host fallback with "
+            f"{op} has no kernel on {device} for {dtype} and the fallback policy is 'error'; allow host fallback with "
             f"ember_core.fallback_policy('warn'), EMBER_FALLBACK=warn, or implement {op} in the backend"
         )
-    if policy == "warn" and (op, device) not in _warned:
-        _warned.add((op, device))
-        warnings.warn(f"{op} ran on the host (cpu fallback) because {device} has no kernel for it; "
-                      f"see ember_core.fallback_report()", FallbackWarning, stacklevel=4)
+    if policy == "warn" and (op, device, dtype) not in _warned:
+        _warned.add((op, device, dtype))
+        warnings.warn(f"{op} ({dtype}) ran on the host (cpu fallback) because {device} has no {dtype} kernel for it; "
+                      f"see ember_core.fallback_report()", FallbackWarning, stacklevel=user_stacklevel())
+
+
+_CORE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside ember_core, for warnings raised deep inside
+    it: the warning then names the user's line, not the core's."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_CORE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def record_fallback(op: str, device: str, dtype: str, nbytes: int, seconds: float) -> None:

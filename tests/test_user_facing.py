@@ -42,3 +42,18 @@ def test_demo_exit_status_holds_only_the_default_run_to_the_target(monkeypatch, 
     argv = ["demo"] + ([] if epochs is None else ["--epochs", str(epochs)])
     assert main(argv) == code
     assert seen["epochs"] == (epochs or demo.DEFAULT_EPOCHS)
+
+
+def test_fallback_warning_names_op_and_dtype_and_points_at_the_users_line(toy):
+    import warnings
+
+    import ember_core as em
+    from ember_core.dispatch import FallbackWarning
+
+    x = em.ones((3,), dtype=em.float32, device="toy")
+    with warnings.catch_warnings(record=True) as caught, em.fallback_policy("warn"):
+        warnings.simplefilter("always")
+        em.exp(x)  # the toy backend has no exp: it runs on the host
+    [warning] = [w for w in caught if issubclass(w.category, FallbackWarning)]
+    assert "exp (float32) ran on the host" in str(warning.message) and "no float32 kernel" in str(warning.message)
+    assert warning.filename == __file__

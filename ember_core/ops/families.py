@@ -113,7 +113,8 @@ _UPDATES_OUTPUT = {"put"}  # families whose kernels read-modify-write their outp
 def _run_fallback(schema: OpSchema, choice: dispatch.Choice, outs: tuple[Tensor, ...], ins: tuple[Any, ...],
                   attrs: dict[str, Any]) -> None:
     device = outs[0]._device
-    dispatch.check_fallback_allowed(schema.name, str(device))
+    first = next((x for x in ins if isinstance(x, Tensor)), outs[0])
+    dispatch.check_fallback_allowed(schema.name, str(device), first._dtype.name)
     start = dispatch.now()
     from ember_core import transfer
 
