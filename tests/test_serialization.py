@@ -129,6 +129,18 @@ def test_mmap_load_aliases_the_mapping_copy_on_write(tmp_path):
     assert float(aliased["t"][998]) == 998.0 and float(aliased["t"][0]) == -1.0
 
 
+def test_a_save_keeps_permissions_and_names_like_the_header_key(tmp_path):
+    path = tmp_path / "f"
+    em.save({"__metadata__": em.ones(2), "x": "y"}, path)
+    assert em.load(path)["__metadata__"].tolist() == [1, 1]
+    umask = os.umask(0o22)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    path.chmod(0o640)
+    em.save({}, path)
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
 def test_a_failed_save_keeps_the_previous_file(tmp_path, monkeypatch):
     em.save({"a": em.ones(2)}, tmp_path / "ckpt")
     before = (tmp_path / "ckpt").read_bytes()

@@ -41,6 +41,7 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _file_mode(path))
         with os.fdopen(fd, "wb") as f:
             f.write(header)
             for _, storage, _, _ in layout:
@@ -113,6 +114,16 @@ def _read(f: Any, reader: HeaderReader, at: int, nbytes: int) -> np.ndarray:
     if f.readinto(memoryview(out)) != nbytes:
         raise reader.fail("truncated: the file ends inside a tensor's data (was it changed while loading?)")
     return out
+
+
+def _file_mode(path: Path) -> int:
+    """The replaced file's permissions, else what open() would give a new file (mkstemp's are 0o600)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0o22)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _fsync_directory(directory: Path) -> None:

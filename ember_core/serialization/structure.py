@@ -61,7 +61,7 @@ class Packer:
         slot = self.storages.get(id(t._storage))
         if slot is None:
             name = path
-            while name in self._names:
+            while name in self._names or name == "__metadata__":  # (the header's own key)
                 name += "#"
             self._names.add(name)
             slot = self.storages[id(t._storage)] = (name, t._storage, [])
