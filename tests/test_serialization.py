@@ -39,6 +39,8 @@ def test_structure_round_trips(tmp_path):
     assert math.copysign(1, back["floats"][1]) == -1
     em.save(math.nan, tmp_path / "g")
     assert math.isnan(em.load(tmp_path / "g"))
+    em.save([np.int64(2**62), np.float32(0.1), np.bool_(True)], tmp_path / "g")
+    assert em.load(tmp_path / "g") == [2**62, float(np.float32(0.1)), True]
 
 
 def test_unsupported_objects_are_refused_before_writing(tmp_path):

@@ -14,6 +14,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ember_core import dtypes as _dt
 from ember_core.device import Device
 from ember_core.errors import NotSerializableError, SerializationError
@@ -40,6 +42,8 @@ class Packer:
             return {"$complex": [self.pack(obj.real), self.pack(obj.imag)]}
         if isinstance(obj, Tensor):
             return self._pack_tensor(obj, path or "tensor")
+        if isinstance(obj, np.generic) and obj.dtype.kind in "biufc":  # a numpy scalar: its Python value
+            return self.pack(obj.item(), path)
         if isinstance(obj, _dt.DType):
             return {"$dtype": obj.name}
         if isinstance(obj, Device):
