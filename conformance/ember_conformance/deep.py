@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ember_conformance.execute import SkipCase
+from ember_conformance.execute import Passed, SkipCase
 from ember_conformance.layouts import place, to_numpy
 from ember_conformance.samples.base import Arr, Sample, rng_for
 from ember_conformance.samples.catalog import samples_for
@@ -137,10 +137,9 @@ def demo_sample(epochs: int) -> Sample:
             raise SkipCase("ember_core.demo not available") from None
         result = run_demo(device, epochs=epochs, seed=0)
         accuracy, target = float(result["test_accuracy"]), float(result["target_accuracy"])
-        if accuracy < target:
-            return (f"test accuracy {accuracy:.4f} < target {target:.4f} after {epochs} epochs "
-                    f"({result['seconds']:.1f} s)")
-        return None
+        reached = f"test accuracy {accuracy:.4f} {'<' if accuracy < target else '>='} target {target:.4f} " \
+                  f"after {epochs} epochs ({result['seconds']:.1f} s)"
+        return reached if accuracy < target else Passed(reached)
 
     code = f"from ember_core.demo import run_demo\nprint(run_demo(device, epochs={epochs}, seed=0))"
     return Sample("digits", custom=check, code=code)
