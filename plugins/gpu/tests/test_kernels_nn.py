@@ -25,8 +25,8 @@ from test_kernels_host import (
 import ember_core as em
 
 BLOCK = 256
-DTYPES = [d.name for d in gen_nn.registry_dtypes(gen_nn.IMAGES["softmax"])]
-LOSS_DTYPES = [d.name for d in gen_nn.registry_dtypes(gen_nn.IMAGES["loss"])]
+DTYPES = [d.name for d in gen_nn.registry_dtypes(gen_nn.IMAGES["softmax"][1])]
+LOSS_DTYPES = [d.name for d in gen_nn.registry_dtypes(gen_nn.IMAGES["loss"][1])]
 SOFTMAX_MODES = {"thread": 0, "block": 1}
 REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 ROWS, TOTAL, DIVISOR = 0, 1, 2
@@ -39,7 +39,8 @@ def host() -> HostKernels:
 
 
 def test_float_dtypes_are_served() -> None:
-    assert DTYPES == LOSS_DTYPES == ["float16", "bfloat16", "float32", "float64"]
+    for _, ops in gen_nn.IMAGES.values():
+        assert [d.name for d in gen_nn.registry_dtypes(ops)] == ["float16", "bfloat16", "float32", "float64"]
 
 
 def stored(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -92,7 +93,7 @@ SOFTMAX_CASES = [((37, 9), 1, "thread"), ((3, 5, 4), 1, "thread"), ((2, 300, 3),
                  ((4, 700), 1, "block"), ((5, 100), 1, "block"), ((3, 1), 1, "thread"), ((2, 3, 80), 2, "block")]
 
 
-@pytest.mark.parametrize("op", gen_nn.IMAGES["softmax"])
+@pytest.mark.parametrize("op", gen_nn.IMAGES["softmax"][1])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_modes_match_reference(host: HostKernels, op: str, dtype: str) -> None:
     rng = np.random.default_rng(len(op) * 31 + len(dtype))
@@ -103,7 +104,7 @@ def test_softmax_modes_match_reference(host: HostKernels, op: str, dtype: str) -
         assert_close(got, want, dtype, scale, f"{op} {dtype} {shape} axis {axis} {mode}")
 
 
-@pytest.mark.parametrize("op", gen_nn.IMAGES["softmax"])
+@pytest.mark.parametrize("op", gen_nn.IMAGES["softmax"][1])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_special_lines(host: HostKernels, op: str, dtype: str) -> None:
     """A NaN makes its whole line NaN, an all -inf line is NaN, +inf and huge values do not
@@ -277,3 +278,30 @@ def test_dropout_matches_ember_cpu_bit_for_bit(host: HostKernels, dtype: str) ->
         host.launch(f"eg_dropout_dropout_{dtype}", args)
         want = from_ember(em.dropout(to_ember(x, dtype), p, seed=seed, offset=offset))
         assert out.tobytes() == want.tobytes(), f"dropout {dtype} n={n} p={p}: {out[out != want][:5]}"
+
+
+def test_batch_norm_train_matches_reference(host: HostKernels) -> None:
+    """Per channel of (n, c, s): the statistics into stats (2, c), out normalized and scaled;
+    weight and bias present or absent; s of 1 (an (N, C) batch) and more; an offset mean."""
+    for dtype in DTYPES:
+        rng = np.random.default_rng(len(dtype) + 1)
+        for n, c, s in ((8, 3, 1), (4, 5, 70), (3, 2, 9)):
+            x = stored(rng.normal(5, 2, (n, c, s)), dtype)
+            for affine in (True, False):
+                w = stored(rng.uniform(0.5, 2, c), dtype) if affine else None
+                b = stored(rng.normal(0, 1, c), dtype) if affine else None
+                out, stats = np.zeros_like(x), stored(np.full((2, c), np.nan), dtype)
+                args = host.ffi.new("eg_batchnorm_args *")
+                args.out, args.stats, args.x = host.pointer(out), host.pointer(stats), host.pointer(x)
+                args.weight = host.pointer(w) if affine else host.ffi.NULL
+                args.bias = host.pointer(b) if affine else host.ffi.NULL
+                args.n, args.c, args.s, args.eps = n, c, s, 1e-5
+                host.launch(f"eg_batchnorm_train_{dtype}", args, 2, BLOCK)
+                xv = comparable(x, dtype).astype(np.float64)
+                what = f"batch_norm_train {dtype} {(n, c, s)} affine={affine}"
+                mean, var = xv.mean(axis=(0, 2)), xv.var(axis=(0, 2))
+                assert_close(stats, np.stack([mean, var]), dtype, 1.0, what + " stats")
+                wv = comparable(w, dtype).astype(np.float64) if affine else np.ones(c)
+                bv = comparable(b, dtype).astype(np.float64) if affine else np.zeros(c)
+                want = (xv - mean[:, None]) / np.sqrt(var[:, None] + 1e-5) * wv[:, None] + bv[:, None]
+                assert_close(out, want, dtype, 8.0, what)

@@ -1,7 +1,5 @@
-"""The nn kernels of csrc/eg_nn.h and csrc/eg_norm.h: ``eg_softmax_<softmax|log_softmax>_<dtype>``
-(image softmax), ``eg_loss_<nll_loss|nll_loss_grad>_<dtype>`` (image loss), ``eg_norm_rows_<dtype>``
-(image norm: layer_norm and group_norm) and ``eg_dropout_dropout_<dtype>`` (image dropout), for the
-registry's dtypes of those ops (the real floating ones).  Each dtype is a struct of its storage and
+"""The nn kernels of csrc/eg_nn.h and csrc/eg_norm.h, one image per entry of IMAGES, for the
+registry's dtypes of the ops they serve (the real floating ones).  Each dtype is a struct of its storage and
 compute types, its load and store (float16 / bfloat16 compute in float32 and round once) and the
 exp of its compute type.  nn.toml's activations (relu, gelu, silu) are elementwise kernels
 (kernels.toml)."""
@@ -10,9 +8,13 @@ from __future__ import annotations
 
 from ember_gpu.codegen import DTYPES, HEADER, DType, Source
 
-IMAGES = {"softmax": ("softmax", "log_softmax"), "loss": ("nll_loss", "nll_loss_grad"), "norm": ("rows",),
-          "dropout": ("dropout",)}
-SERVES = {"norm": ("layer_norm", "group_norm")}  # the registry's ops of an image, where not its kernels'
+# image -> (its kernels' prefixes, each followed by _<dtype>; the registry ops they serve)
+IMAGES = {
+    "softmax": (("eg_softmax_softmax", "eg_softmax_log_softmax"), ("softmax", "log_softmax")),
+    "loss": (("eg_loss_nll_loss", "eg_loss_nll_loss_grad"), ("nll_loss", "nll_loss_grad")),
+    "norm": (("eg_norm_rows", "eg_batchnorm_train"), ("layer_norm", "group_norm", "batch_norm_train")),
+    "dropout": (("eg_dropout_dropout",), ("dropout",)),
+}
 
 
 def registry_dtypes(ops: tuple[str, ...]) -> list[DType]:
@@ -33,11 +35,11 @@ def dtype_struct(d: DType) -> str:
 
 def sources() -> dict[str, Source]:
     out = {}
-    for image, ops in IMAGES.items():
+    for image, (prefixes, ops) in IMAGES.items():
         parts, kernels = [HEADER], []
-        for d in registry_dtypes(SERVES.get(image, ops)):
+        for d in registry_dtypes(ops):
             parts.append(dtype_struct(d))
             parts.append(f"EG_{image.upper()}_KERNELS({d.name}, eg_nn_{d.name})\n\n")
-            kernels += [f"eg_{image}_{op}_{d.name}" for op in ops]
+            kernels += [f"{prefix}_{d.name}" for prefix in prefixes]
         out[image] = Source("".join(parts), kernels)
     return out

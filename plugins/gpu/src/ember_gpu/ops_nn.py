@@ -1,11 +1,11 @@
 """The nn ops with kernels of their own (csrc/eg_nn.h, eg_norm.h): softmax and log_softmax along one
 dim (eg_softmax_<op>_<dtype>), nll_loss and nll_loss_grad (eg_loss_<op>_<dtype>), layer_norm and
-group_norm forward (eg_norm_rows_<dtype>), dropout on the Philox stream (eg_dropout_dropout_<dtype>).
-nn.toml hands these kernels contiguous tensors only.  The launch mode is chosen from the shape
-alone, so a result's bits never depend on the device; every sum is a fixed tree (deterministic, no
-atomics).  Softmax's and log_softmax's gradients are
-composites of native ops, nll_loss's is nll_loss_grad; the norms' gradients run as their
-composites (native ops) for now."""
+group_norm forward (eg_norm_rows_<dtype>), batch_norm_train (eg_batchnorm_train_<dtype>) and
+dropout on the Philox stream (eg_dropout_dropout_<dtype>).  nn.toml hands these kernels contiguous
+tensors only.  The launch mode is chosen from the shape alone, so a result's bits never depend on
+the device; every sum is a fixed tree (deterministic, no atomics).  Softmax's and log_softmax's
+gradients are composites of native ops, nll_loss's is nll_loss_grad; the norms' gradients run as
+their composites (native ops) for now."""
 
 from __future__ import annotations
 
@@ -130,6 +130,21 @@ def _group_norm(layer: OpLayer) -> Any:
     return group_norm
 
 
+def _batch_norm_train(layer: OpLayer) -> Any:
+    def batch_norm_train(out: Any, stats: Any, x: Any, weight: Any, bias: Any, *, eps: float) -> Any:
+        n, c, s = x._shape
+        if not out._numel:
+            return None
+        ops = layer.device_ops(out)
+        layer.kernel(ops, f"eg_batchnorm_train_{x._dtype.name}")((min(c, MAX_GRID), 1, 1), _BLOCK, {
+            "out": layer.address(ops, out), "stats": layer.address(ops, stats), "x": layer.address(ops, x),
+            "weight": _optional_address(layer, ops, weight), "bias": _optional_address(layer, ops, bias),
+            "n": n, "c": c, "s": s, "eps": eps})
+        return None
+
+    return batch_norm_train
+
+
 def _dropout(layer: OpLayer) -> Any:
     def dropout(out: Any, x: Any, *, p: float, seed: int, offset: int) -> Any:
         if not out._numel:
@@ -155,6 +170,7 @@ def kernels(layer: OpLayer) -> dict[str, Entry]:
               "nll_loss": ("eg_loss_nll_loss", _nll_loss(layer)),
               "nll_loss_grad": ("eg_loss_nll_loss_grad", _nll_loss_grad(layer)),
               "layer_norm": ("eg_norm_rows", _layer_norm(layer)), "group_norm": ("eg_norm_rows", _group_norm(layer)),
+              "batch_norm_train": ("eg_batchnorm_train", _batch_norm_train(layer)),
               "dropout": ("eg_dropout_dropout", _dropout(layer))}
     table: dict[str, Entry] = {}
     for op, (prefix, kernel) in makers.items():

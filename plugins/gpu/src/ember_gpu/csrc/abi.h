@@ -36,6 +36,7 @@
  *   eg_softmax_<softmax|log_softmax>_<dtype>   real floating, along one dim: eg_softmax_args
  *   eg_loss_<nll_loss|nll_loss_grad>_<dtype>   real floating: eg_loss_args
  *   eg_norm_rows_<dtype>                    layer_norm and group_norm, real floating: eg_norm_args
+ *   eg_batchnorm_train_<dtype>              batch_norm_train, real floating: eg_batchnorm_args
  *   eg_dropout_dropout_<dtype>              real floating, on the Philox stream: eg_dropout_args
  *   take, put, matmul: any 1-d block and grid, one thread per output element (take, matmul) or
  *   per (outer, inner) pair (put); with no elements, do not launch.  nonzero: block at most
@@ -375,6 +376,21 @@ typedef struct {
     float threshold;
     int reserved;
 } eg_dropout_args;
+/* batch_norm_train (eg_norm.h): x and out contiguous (n, c, s); per channel, the mean and the
+ * biased variance over its n * s values into stats (2, c) (x's dtype), out = (x - mean) /
+ * sqrt(var + eps) * weight[c] + bias[c] (NULL: 1 and 0).  One block of exactly EG_BLOCK threads
+ * per channel, grid min(c, 65535); no values: do not launch. */
+typedef struct {
+    void *out;
+    void *stats;
+    const void *x;
+    const void *weight;
+    const void *bias;
+    long long n;
+    long long c;
+    long long s;
+    double eps;
+} eg_batchnorm_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */
