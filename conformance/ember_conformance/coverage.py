@@ -4,7 +4,8 @@ versions, the settings that change numerics)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from typing import Any
 
 from ember_conformance import verdicts
@@ -53,6 +54,22 @@ def headlines(report: dict[str, Any]) -> list[str]:
     table = report.get("coverage") or by_level_and_dtype(report["cases"])
     return [f"level {level} {dtype}: {headline(cell)}" for level, dtypes in sorted(table.items())
             for dtype, cell in dtypes.items()]
+
+
+NO_KERNEL = re.compile(r"UnsupportedOpError: (\S+) has no kernel")
+
+
+def not_covered_ranked(cases: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """The ops the device did not run, most needed first: how many cases (samples, gradients, the
+    demo) ran each on the host or stopped at it under the fallback policy 'error'."""
+    needed: Counter[str] = Counter()
+    for c in cases:
+        ops = set(c.get("extra", {}).get("fell_back", ()))
+        if c["verdict"] in verdicts.NOT_COVERED and c.get("how") in ("fallback", "unsupported", "native"):
+            ops.add(c["op"])
+        ops.update(NO_KERNEL.findall(c.get("message", "")))
+        needed.update(ops)
+    return needed.most_common()
 
 
 def by_provider(cases: list[dict[str, Any]]) -> dict[str, list[str]]:

@@ -79,6 +79,7 @@ def build(device: str, options: dict[str, Any], results: list[verdicts.CaseResul
         "matrix": providers_matrix(results),
         "coverage": coverage.by_level_and_dtype(cases),
         "providers": coverage.by_provider(cases),
+        "not_covered": dict(coverage.not_covered_ranked(cases)),
         "precision": precision.table(cases, device.split(":")[0]),
         "cases": cases,
     }
@@ -134,6 +135,8 @@ def markdown(report: dict[str, Any], limit: int = 60) -> str:
         lines.append(f"| {n} | {lv['name']} | {lv.get('requirement', '')} | {status} | {_counts(lv['counts'])} |")
     lines += ["", "## Precision (worst error against the float64 reference, on the device)", "",
               *precision_rows(report, limit, "| {} | {} | {} | {} | {} | {} |"), ""]
+    lines += ["", "## Ops not covered on the device, most needed first", "",
+              ", ".join(f"{op} ({n})" for op, n in report.get("not_covered", {}).items()) or "none"]
     lines += ["", "## Ops each provider ran natively", ""]
     lines += [f"- {p} ({len(ops)}): {', '.join(ops)}" for p, ops in report.get("providers", {}).items()] or ["- none"]
     bad = _bad(report)
@@ -178,6 +181,7 @@ def html_page(report: dict[str, Any], limit: int = 300) -> str:
         f"<td>{esc(lv['status'])}</td><td>{esc(lv['reason'])}</td><td>{esc(_counts(lv['counts']))}</td></tr>"
         for n, lv in report["levels"].items())
     heads = "".join(f"<li>{esc(h)}</li>" for h in coverage.headlines(report))
+    not_covered = ", ".join(f"{op} ({n})" for op, n in report.get("not_covered", {}).items()) or "none"
     facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in coverage.facts(report))
     providers = "".join(f"<li><b>{esc(p)}</b> ({len(ops)}): {esc(', '.join(ops))}</li>"
                         for p, ops in report.get("providers", {}).items()) or "<li>none</li>"
@@ -204,6 +208,7 @@ overflow:auto}}</style></head><body>
 created {esc(report['created'])}</td></tr></table>
 <h2>Levels</h2><table><tr><th>level</th><th>what</th><th>requirement</th><th>status</th><th>reason</th><th>verdicts</th>
 </tr>{levels}</table>
+<h2>Ops not covered on the device, most needed first</h2><p>{esc(not_covered)}</p>
 <h2>Ops each provider ran natively</h2><ul>{providers}</ul>
 <h2>Precision (worst error against the float64 reference, on the device)</h2>{precision_html(report, limit)}
 <h2>Ops x dtypes</h2><p>{legend}. Each cell names the provider that served it (or how it ran); hover for counts.</p>

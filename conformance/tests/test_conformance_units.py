@@ -130,10 +130,12 @@ def test_report_headline_facts_and_readable_reasons(tmp_path: Path) -> None:
     assert rep["coverage"]["1"]["float32"]["not_covered_ops"] == ["sin"]
     assert "level 1 float32: native 1 of 3 ops (composite 0, not covered 1, skipped 1)" in coverage.headlines(rep)
     assert rep["providers"] == {"cpu": ["add"]}
+    assert rep["not_covered"] == {"sin": 1}
     report.write_all(rep, tmp_path)
     for page in ("summary.md", "report.html"):
         text = (tmp_path / page).read_text()
         assert "native 1 of 3 ops" in text and "numerics settings" in text and "xnnpack" in text
+        assert "most needed first" in text and "sin (1)" in text
         assert verdicts.REQUIREMENTS[1][:40] in text
     page = (tmp_path / "report.html").read_text()
     assert "no sampler yet" in page and "declared off by one" in page and "{'" not in page
