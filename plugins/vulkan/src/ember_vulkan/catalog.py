@@ -48,6 +48,9 @@ UNARY: dict[str, tuple[tuple[str, ...], str]] = {
     "abs": (NUMERIC, "same"),
     "negative": (NUMERIC, "same"),
     "positive": (NUMERIC, "same"),
+    "conj": (NUMERIC, "same"),  # real dtypes only: conj and real are the identity, imag is zero
+    "real": (NUMERIC, "same"),
+    "imag": (NUMERIC, "same"),
     "square": (NUMERIC, "same"),
     "sign": (NUMERIC, "same"),
     "floor": (NUMERIC, "same"),

@@ -29,15 +29,17 @@ A_T apply(A_T x) {
         case UOP_SQUARE: return x * x;
         case UOP_SIGN: return A_T(x > A_T(0)) - A_T(x < A_T(0));
         case UOP_BITWISE_INVERT: return ~x;
+        case UOP_IMAG: return A_T(0);
     }
-    return x;  // positive, floor, ceil, trunc, round
+    return x;  // positive, conj, real, floor, ceil, trunc, round
 }
 #else
 float apply(float x) {
     switch (OP) {
         case UOP_ABS: return abs(x);
         case UOP_NEGATIVE: return -x;
-        case UOP_POSITIVE: return x;
+        case UOP_POSITIVE: case UOP_CONJ: case UOP_REAL: return x;
+        case UOP_IMAG: return 0.0;
         case UOP_SQUARE: return x * x;
         case UOP_SIGN: return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : (x == 0.0 ? 0.0 : x));
         case UOP_FLOOR: return floor(x);
