@@ -111,3 +111,28 @@ def test_log1p_near_the_top_of_the_range() -> None:
     got = _run("log1p", xs)
     ref = np.log1p(xs.astype(np.float64))
     assert (_ulps(got, ref) <= 4).all(), list(zip(xs, got, ref))
+
+
+@pytest.mark.parametrize("op", ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "maximum",
+                                "minimum"])
+def test_comparisons_and_extrema_order_subnormals_and_zeros(op: str) -> None:
+    """Computed from the bits (what keeps them right on a flushing device): exact against numpy."""
+    a, b = (g.ravel() for g in np.meshgrid(EDGES, EDGES, indexing="ij"))
+    got = _run(op, a, b)
+    expected = getattr(np, op)(a, b)
+    if op in ("maximum", "minimum"):  # equal zeros of either sign may come back
+        ok = (got == expected) | np.isnan(got) & np.isnan(expected)
+        ok &= (np.signbit(got) == np.signbit(expected)) | (expected == 0)
+    else:
+        ok = got == expected
+    assert ok.all(), list(zip(a[~ok], b[~ok], got[~ok], expected[~ok]))[:5]
+
+
+@pytest.mark.parametrize("op", ["abs", "negative", "sign"])
+def test_sign_abs_negative_of_subnormals_are_exact(op: str) -> None:
+    got = _run(op, EDGES)
+    expected = getattr(np, op)(EDGES)
+    if op == "sign":
+        expected = np.where(expected == 0, np.float32(0.0), expected)  # ember's sign(-0.0) is +0.0
+    same = (got == expected) & (np.signbit(got) == np.signbit(expected)) | np.isnan(got) & np.isnan(expected)
+    assert same.all(), list(zip(EDGES[~same], got[~same], expected[~same]))

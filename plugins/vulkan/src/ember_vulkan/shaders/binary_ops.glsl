@@ -14,6 +14,16 @@ bool apply(bool a, bool b) {
 }
 #elif defined(O_IS_BOOL)
 bool apply(A_T a, A_T b) {
+  #if defined(A_IS_FLOAT)
+    switch (OP) {  // from the bits: subnormals compare correctly on a flushing device
+        case BOP_EQUAL: return equal_f(a, b);
+        case BOP_NOT_EQUAL: return !equal_f(a, b);
+        case BOP_LESS: return less_f(a, b);
+        case BOP_LESS_EQUAL: return less_f(a, b) || equal_f(a, b);
+        case BOP_GREATER: return less_f(b, a);
+    }
+    return less_f(b, a) || equal_f(a, b);
+  #else
     switch (OP) {
         case BOP_EQUAL: return a == b;
         case BOP_NOT_EQUAL: return a != b;  // true when either is NaN
@@ -22,6 +32,7 @@ bool apply(A_T a, A_T b) {
         case BOP_GREATER: return a > b;
     }
     return a >= b;
+  #endif
 }
 #elif defined(A_IS_INT)
   #if defined(A_DTYPE_INT64)
@@ -65,8 +76,8 @@ float apply(float a, float b) {
         case BOP_SUBTRACT: return a - b;
         case BOP_MULTIPLY: return mul_f(a, b);
         case BOP_DIVIDE: return div_f(a, b);
-        case BOP_MAXIMUM: return isnan(a) || isnan(b) ? nan : max(a, b);
-        case BOP_MINIMUM: return isnan(a) || isnan(b) ? nan : min(a, b);
+        case BOP_MAXIMUM: return isnan(a) || isnan(b) ? nan : (less_f(a, b) ? b : a);
+        case BOP_MINIMUM: return isnan(a) || isnan(b) ? nan : (less_f(b, a) ? b : a);
         case BOP_COPYSIGN: return copysign_f(a, b);
         case BOP_ATAN2: return atan2_f(a, b);
         case BOP_FLOOR_DIVIDE: return floor_divide_f(a, b);

@@ -109,3 +109,18 @@ float floor_divide_f(float a, float b) {
     float whole = floor(quotient);
     return quotient - whole > 0.5 ? whole + 1.0 : whole;
 }
+
+// Comparisons, abs and negation from the bits, so that a device flushing subnormal operands still
+// orders 4e-45 above 0 (for a device without DenormPreserve).
+uint order_key(float x) {  // monotonic in x for non-NaN x (with -0 below +0: equal_f handles zeros)
+    uint u = floatBitsToUint(x);
+    return (u & 0x80000000u) != 0u ? ~u : u | 0x80000000u;
+}
+bool equal_f(float a, float b) {
+    return !isnan(a) && !isnan(b) && (floatBitsToUint(a) == floatBitsToUint(b) || !nonzero_f(a) && !nonzero_f(b));
+}
+bool less_f(float a, float b) {
+    return !isnan(a) && !isnan(b) && !equal_f(a, b) && order_key(a) < order_key(b);
+}
+float abs_f(float x) { return uintBitsToFloat(floatBitsToUint(x) & 0x7fffffffu); }
+float negate_f(float x) { return uintBitsToFloat(floatBitsToUint(x) ^ 0x80000000u); }

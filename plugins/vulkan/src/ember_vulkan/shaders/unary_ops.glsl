@@ -36,12 +36,12 @@ A_T apply(A_T x) {
 #else
 float apply(float x) {
     switch (OP) {
-        case UOP_ABS: return abs(x);
-        case UOP_NEGATIVE: return -x;
+        case UOP_ABS: return abs_f(x);  // bit operations: subnormals survive a flushing device
+        case UOP_NEGATIVE: return negate_f(x);
         case UOP_POSITIVE: case UOP_CONJ: case UOP_REAL: return x;
         case UOP_IMAG: return 0.0;
         case UOP_SQUARE: return x * x;
-        case UOP_SIGN: return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : (x == 0.0 ? 0.0 : x));
+        case UOP_SIGN: return isnan(x) ? x : (!nonzero_f(x) ? 0.0 : (signbit_f(x) ? -1.0 : 1.0));
         case UOP_FLOOR: return floor(x);
         case UOP_CEIL: return ceil(x);
         case UOP_TRUNC: return trunc(x);
