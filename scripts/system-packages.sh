@@ -3,10 +3,13 @@
 #   ember-xnnpack: libxnnpack-dev libpthreadpool-dev
 #   ember-vulkan:  libvulkan-dev glslang-tools spirv-tools, and Mesa's lavapipe (a Vulkan device on
 #                  the CPU) with vulkan-tools for tests and CI: mesa-vulkan-drivers vulkan-tools
+#   ember-rocm:    hipcc libamdhip64-dev rocm-device-libs (Debian's ROCm 5.2: builds its code objects, and
+#                  its decline path is tested against the real libamdhip64)
 # ember-cpu needs nothing from the system (OpenBLAS comes from PyPI).
 set -euo pipefail
 
-PACKAGES=(libxnnpack-dev libpthreadpool-dev libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers vulkan-tools)
+PACKAGES=(libxnnpack-dev libpthreadpool-dev libvulkan-dev glslang-tools spirv-tools mesa-vulkan-drivers vulkan-tools
+          hipcc libamdhip64-dev rocm-device-libs)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -159,11 +159,12 @@ class FakeGpu:
     # ---- what tests use -------------------------------------------------------------------------
 
     def open(self, vendor: Vendor) -> Driver:
-        """The runtime's driver opener: this fake as a Driver, with a fake BLAS on its memory."""
+        """The runtime's driver opener: this fake as a Driver, with a fake BLAS on its memory (when
+        the vendor has a BLAS table)."""
         from ember_gpu.fake_blas import FakeBlas
 
         self.opened += 1
-        return Driver(vendor, self.lib, self.ffi, blas_opener=FakeBlas(self).open)
+        return Driver(vendor, self.lib, self.ffi, blas_opener=FakeBlas(self).open if vendor.blas else None)
 
     def fail(self, name: str, status: int, *, skip: int = 0, times: int | None = 1) -> None:
         name = {symbol: n for n, symbol in self.vendor.symbols.items()}.get(name, name)
@@ -314,7 +315,8 @@ class FakeGpu:
         self._stream_device(stream)
 
     def _stream_wait_event(self, stream: Any, event: Any, flags: int) -> int:
-        special = int(self.ffi.cast("uintptr_t", stream)) in (1, 2)  # the legacy / per-thread default streams
+        # the null stream (every vendor's default), CUDA's legacy / per-thread default streams
+        special = int(self.ffi.cast("uintptr_t", stream)) in (0, 1, 2)
         if not special:
             self._stream_device(stream)
         return 0 if self._lookup(event, "event") is not None else _INVALID_VALUE
