@@ -19,7 +19,7 @@ def test_generates_a_complete_package_with_no_placeholder_left(tmp_path, memory)
     assert files == {
         "pyproject.toml", "setup.py", "build_ffi.py", "README.md", "tests/test_ember_acme.py",
         "src/ember_acme/__init__.py", "src/ember_acme/plugin.py", "src/ember_acme/kernels.py",
-        "src/ember_acme/manifest.toml", "src/ember_acme/csrc/kernels.c", "src/ember_acme/csrc/kernels.h",
+        "src/ember_acme/manifest.toml", "src/ember_acme/csrc/kernels.c",
         "src/ember_acme/csrc/ember.h", "src/ember_acme/csrc/ember_kit.h", "src/ember_acme/csrc/ember_cdef.h",
     }
     for path in root.rglob("*"):
