@@ -75,7 +75,8 @@ ERRORS = {
     35: ErrorInfo("hipErrorInsufficientDriver", f"the amdgpu kernel driver is older than this HIP runtime: {DRIVER}"),
     100: ErrorInfo("hipErrorNoDevice", _NO_GPU),
     # what hipInit itself returns when no GPU is there (ROCm 5.2, no /dev/kfd); later, a bad ordinal
-    101: ErrorInfo("hipErrorInvalidDevice", f"{_NO_GPU} (after start-up: a bug in ember-rocm, please report it)"),
+    101: ErrorInfo("hipErrorInvalidDevice", f"{_NO_GPU} (from any call after start-up: a bug in ember-rocm, "
+                                            "please report it)"),
     200: ErrorInfo("hipErrorInvalidImage", "a kernel code object is damaged: reinstall ember-rocm"),
     201: ErrorInfo("hipErrorInvalidContext", "no valid context is current (a bug in ember-rocm: please report it)"),
     209: ErrorInfo("hipErrorNoBinaryForGpu", f"ember-rocm's kernels hold code objects for {SHIPPED} only, not for "
