@@ -48,8 +48,9 @@ def _unary_reference(op: str, x: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         if op == "sigmoid":
             return 1 / (1 + np.exp(-x))
-        if op == "erf":
-            return np.vectorize(lambda v: math.erf(v) if not np.isnan(v) else v)(x) if x.size else x
+        if op in ("erf", "erfc"):
+            fn = getattr(math, op)
+            return np.vectorize(lambda v: fn(v) if not np.isnan(v) else v)(x) if x.size else x
         if op == "reciprocal":
             return 1 / x
         if op == "signbit":

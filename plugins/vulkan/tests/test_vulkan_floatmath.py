@@ -8,6 +8,8 @@ the exponent split, and signs are read from the bits."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -136,3 +138,13 @@ def test_sign_abs_negative_of_subnormals_are_exact(op: str) -> None:
         expected = np.where(expected == 0, np.float32(0.0), expected)  # ember's sign(-0.0) is +0.0
     same = (got == expected) & (np.signbit(got) == np.signbit(expected)) | np.isnan(got) & np.isnan(expected)
     assert same.all(), list(zip(EDGES[~same], got[~same], expected[~same]))
+
+
+def test_erfc_relative_accuracy_into_the_tail() -> None:
+    xs = np.concatenate([np.linspace(-4, 10.05, 20000), [0.0, -0.0, 0.5999, 0.6, 9.2, 10.1, 12.0, 1e30, -1e30,
+                                                         np.inf, -np.inf]]).astype(np.float32)
+    got = _run("erfc", xs)
+    ref = np.array([math.erfc(float(v)) for v in xs])
+    errors = _ulps(got, ref)  # subnormal results: in units of the subnormal spacing
+    worst = int(np.argmax(errors))
+    assert errors[worst] <= 8, f"erfc({xs[worst]!r}) = {got[worst]!r}, expected {ref[worst]!r}"

@@ -43,7 +43,8 @@ NUMERIC = (*INTS, *FLOATS)
 # defines, so reordering is harmless.
 
 _FLOAT_MATH = ("sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin", "acos",
-               "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf", "reciprocal")
+               "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc",
+               "reciprocal")
 UNARY: dict[str, tuple[tuple[str, ...], str]] = {
     "abs": (NUMERIC, "same"),
     "negative": (NUMERIC, "same"),

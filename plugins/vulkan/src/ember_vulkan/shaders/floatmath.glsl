@@ -186,4 +186,36 @@ float erf_f(float x) {
     return copysign_f(1.0 - poly * exp(-a * a), x);
 }
 
+// erfc to a few ulp on [0.6, 10.05] (the float32 range): exp(-x^2) / sqrt(pi) over the continued
+// fraction x + (1/2) / (x + 1 / (x + (3/2) / (x + ...))), 128 terms evaluated backwards (truncation
+// below 4e-8 relative from 0.6 on), with x^2 split in two exact parts before an accurate exp.
+// Below 0.6, 1 - erf(x) is at least 0.39: little cancels.
+// exp(y) = returned * 2^k to ~1 ulp (Vulkan bounds the built-in by 3 + 2|y| ulp): y = k ln2 + r with
+// ln2 in two parts (k ln2_hi exact for |k| < 256), |r| <= ln2 / 2, Taylor to r^9.
+float exp_parts(float y, out int k) {
+    float kf = roundEven(y * 1.44269504);
+    precise float r = (y - kf * 0.693145752) - kf * 1.42860677e-06;
+    float poly = 1.0;
+    for (int n = 9; n >= 1; n--) poly = 1.0 + poly * r / float(n);
+    k = int(kf);
+    return poly;
+}
+
+float erfc_tail(float a) {
+    float k = 0.0;
+    for (int n = 128; n >= 1; n--) k = (0.5 * float(n)) / (a + k);  // k: the fraction's tail
+    float hi = uintBitsToFloat(floatBitsToUint(a) & 0xfffff000u);  // 12 bits: hi * hi is exact
+    precise float lo_square = (a - hi) * (a + hi);
+    int k_hi, k_lo;
+    float e_hi = exp_parts(-hi * hi, k_hi), e_lo = exp_parts(-lo_square, k_lo);
+    return scale_f(e_hi * e_lo * 0.564189584 / (a + k), k_hi + k_lo);  // one rounding into subnormals
+}
+
+float erfc_f(float x) {
+    if (isnan(x)) return x;
+    if (abs(x) < 0.6) return 1.0 - erf_f(x);
+    float tail = abs(x) > 10.1 ? 0.0 : erfc_tail(abs(x));
+    return x > 0.0 ? tail : 2.0 - tail;
+}
+
 #include "trig.glsl"

@@ -67,6 +67,7 @@ float apply(float x) {
         case UOP_ATANH: return atanh_f(x);
         case UOP_SIGMOID: return sigmoid_f(x);
         case UOP_ERF: return erf_f(x);
+        case UOP_ERFC: return erfc_f(x);
         case UOP_RECIPROCAL: return div_f(1.0, x);
     }
     return x;
