@@ -1,12 +1,12 @@
-"""ember-cuda's nn kernels (softmax, log_softmax, nll_loss, nll_loss_grad, layer_norm, group_norm,
-batch_norm_train, dropout) on ember-gpu's fake driver running the real kernels on the host, against
-ember-cpu on the same inputs: every claimed dtype, softmax along the last and a middle axis (both
-launch modes), the loss for every reduction with class weights, label smoothing and ignored rows,
-cross_entropy's gradient through autograd, the norms with and without affine parameters (batch
-norm's statistics too), dropout to the bit; each op's own kernel ran (checked in the fake's launch
-log) and nothing went through the CPU fallback.  float16 / bfloat16: ember-cpu runs the composites
-(rounding at every step), the kernels round once, so the comparison allows a few of the dtype's
-epsilons."""
+"""ember-cuda's nn and optimizer kernels (softmax, log_softmax, nll_loss, nll_loss_grad, layer_norm,
+group_norm, batch_norm_train, dropout, sgd_step, adam_step) on ember-gpu's fake driver running the
+real kernels on the host, against ember-cpu on the same inputs: every claimed dtype, softmax along
+the last and a middle axis (both launch modes), the loss for every reduction with class weights,
+label smoothing and ignored rows, cross_entropy's gradient through autograd, the norms with and
+without affine parameters (batch norm's statistics too), dropout and the optimizer steps to the
+bit; each op's own kernel ran (checked in the fake's launch log) and nothing went through the CPU
+fallback.  float16 / bfloat16: ember-cpu runs the composites (rounding at every step), the kernels
+round once, so the comparison allows a few of the dtype's epsilons."""
 
 from __future__ import annotations
 
@@ -135,3 +135,19 @@ def test_dropout_gives_ember_cpus_bits(no_claimed_op_falls_back: Any) -> None:
         assert _ran(no_claimed_op_falls_back, f"eg_dropout_dropout_{dtype}"), f"dropout {dtype}"
         want = em.dropout(x, 0.25, seed=11, offset=3)
         assert _host(got).tobytes() == _host(want).tobytes(), f"dropout {dtype}"
+
+
+def test_optimizer_steps_give_ember_cpus_bits(no_claimed_op_falls_back: Any) -> None:
+    rng = np.random.default_rng(31)
+    sgd = {"lr": 0.05, "momentum": 0.9, "dampening": 0.1, "weight_decay": 1e-2}
+    adam = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "step": 2, "weight_decay": 1e-2, "decoupled": True}
+    for dtype in _claimed("sgd_step"):
+        for op, kw, count in (("sgd_step", sgd, 3), ("adam_step", adam, 4)):
+            tensors = [em.asarray(rng.uniform(0, 1, (9, 13))).astype(dtype) for _ in range(count)]
+            on_gpu = [t.to_device("cuda:0") for t in tensors]
+            no_claimed_op_falls_back.launches.clear()
+            getattr(em, op)(*on_gpu, **kw)
+            getattr(em, op)(*tensors, **kw)
+            assert _ran(no_claimed_op_falls_back, f"eg_update_{op.split('_')[0]}_{dtype}"), f"{op} {dtype}"
+            for k, (got, want) in enumerate(zip(on_gpu, tensors)):
+                assert _host(got).tobytes() == _host(want).tobytes(), f"{op} {dtype} tensor {k}"

@@ -305,3 +305,58 @@ def test_batch_norm_train_matches_reference(host: HostKernels) -> None:
                 bv = comparable(b, dtype).astype(np.float64) if affine else np.zeros(c)
                 want = (xv - mean[:, None]) / np.sqrt(var[:, None] + 1e-5) * wv[:, None] + bv[:, None]
                 assert_close(out, want, dtype, 8.0, what)
+
+
+# ---- sgd_step / adam_step -------------------------------------------------------------------------
+
+SGD_CASES = [{"lr": 0.1, "momentum": 0.9, "dampening": 0.0, "weight_decay": 0.0, "nesterov": False, "maximize": False,
+              "first_step": True},
+             {"lr": 0.05, "momentum": 0.9, "dampening": 0.1, "weight_decay": 1e-2, "nesterov": False,
+              "maximize": True, "first_step": False},
+             {"lr": 0.01, "momentum": 0.8, "dampening": 0.0, "weight_decay": 1e-3, "nesterov": True,
+              "maximize": False, "first_step": False}]
+ADAM_CASES = [{"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "step": 1, "weight_decay": 0.0,
+               "decoupled": False, "maximize": False},
+              {"lr": 3e-3, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "step": 7, "weight_decay": 1e-2,
+               "decoupled": True, "maximize": True},
+              {"lr": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "step": 3, "weight_decay": 1e-2,
+               "decoupled": False, "maximize": False}]
+
+
+def update(host: HostKernels, kernel: str, tensors: list[np.ndarray], coefficients: list[float], flags: int) -> None:
+    args = host.ffi.new("eg_update_args *")
+    args.param, args.grad = host.pointer(tensors[0]), host.pointer(tensors[1])
+    args.buf0 = host.pointer(tensors[2])
+    args.buf1 = host.pointer(tensors[3]) if len(tensors) > 3 else host.ffi.NULL
+    args.n, args.flags = tensors[0].size, flags
+    for j, c in enumerate(coefficients):
+        args.c[j] = c
+    host.launch(kernel, args)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_optimizer_steps_give_the_composites_bits(host: HostKernels, dtype: str) -> None:
+    """sgd_step and adam_step on 1001 elements against the composites on ember-cpu, to the bit:
+    momentum's first step, dampening, weight decay (L2 and decoupled), Nesterov, maximize."""
+    from ember_core.ops.optim_composites import adam_coefficients
+
+    rng = np.random.default_rng(29)
+    for kw in SGD_CASES:
+        arrays = [stored(rng.normal(0, 1, 1001), dtype) for _ in range(3)]
+        refs = [to_ember(a, dtype) for a in arrays]
+        em.sgd_step(*refs, **kw)
+        flags = 1 * kw["maximize"] | 2 * kw["nesterov"] | 4 * kw["first_step"] | 8 * bool(kw["weight_decay"])
+        update(host, f"eg_update_sgd_{dtype}", arrays,
+               [kw["lr"], kw["momentum"], 1.0 - kw["dampening"], kw["weight_decay"]], flags)
+        for name, got, want in zip(("param", "momentum_buffer"), (arrays[0], arrays[2]), (refs[0], refs[2])):
+            assert got.tobytes() == from_ember(want).tobytes(), f"sgd_step {dtype} {kw} {name}"
+    for kw in ADAM_CASES:
+        arrays = [stored(rng.normal(0, 1, 1001), dtype), stored(rng.normal(0, 1, 1001), dtype),
+                  stored(rng.normal(0, 0.1, 1001), dtype), stored(rng.uniform(0, 0.1, 1001), dtype)]
+        refs = [to_ember(a, dtype) for a in arrays]
+        em.adam_step(*refs, **kw)
+        coefficients = adam_coefficients(**{k: kw[k] for k in kw if k != "maximize"})
+        flags = 1 * kw["maximize"] | 8 * bool(kw["weight_decay"]) | 16 * kw["decoupled"]
+        update(host, f"eg_update_adam_{dtype}", arrays, list(coefficients), flags)
+        for name, got, want in zip(("param", "exp_avg", "exp_avg_sq"), (arrays[0], *arrays[2:]), (refs[0], *refs[2:])):
+            assert got.tobytes() == from_ember(want).tobytes(), f"adam_step {dtype} {kw} {name}"

@@ -1,4 +1,4 @@
-"""The nn kernels of csrc/eg_nn.h and csrc/eg_norm.h, one image per entry of IMAGES, for the
+"""The nn and optimizer kernels of csrc/eg_nn.h, eg_norm.h and eg_optim.h, one image per entry of IMAGES, for the
 registry's dtypes of the ops they serve (the real floating ones).  Each dtype is a struct of its storage and
 compute types, its load and store (float16 / bfloat16 compute in float32 and round once) and the
 exp of its compute type.  nn.toml's activations (relu, gelu, silu) are elementwise kernels
@@ -14,6 +14,7 @@ IMAGES = {
     "loss": (("eg_loss_nll_loss", "eg_loss_nll_loss_grad"), ("nll_loss", "nll_loss_grad")),
     "norm": (("eg_norm_rows", "eg_batchnorm_train"), ("layer_norm", "group_norm", "batch_norm_train")),
     "dropout": (("eg_dropout_dropout",), ("dropout",)),
+    "optim": (("eg_update_sgd", "eg_update_adam"), ("sgd_step", "adam_step")),
 }
 
 

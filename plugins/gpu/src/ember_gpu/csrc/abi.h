@@ -37,6 +37,7 @@
  *   eg_loss_<nll_loss|nll_loss_grad>_<dtype>   real floating: eg_loss_args
  *   eg_norm_rows_<dtype>                    layer_norm and group_norm, real floating: eg_norm_args
  *   eg_batchnorm_train_<dtype>              batch_norm_train, real floating: eg_batchnorm_args
+ *   eg_update_<sgd|adam>_<dtype>            sgd_step, adam_step, real floating: eg_update_args
  *   eg_dropout_dropout_<dtype>              real floating, on the Philox stream: eg_dropout_args
  *   take, put, matmul: any 1-d block and grid, one thread per output element (take, matmul) or
  *   per (outer, inner) pair (put); with no elements, do not launch.  nonzero: block at most
@@ -391,6 +392,26 @@ typedef struct {
     long long s;
     double eps;
 } eg_batchnorm_args;
+/* sgd_step / adam_step on one parameter (eg_optim.h): param, grad and the buffers contiguous, n
+ * elements, updated in place, bit for bit the composites (optim.toml).  c: the coefficients as
+ * Python floats (sgd: lr, momentum, 1 - dampening, weight_decay; adam: optim_composites'
+ * AdamCoefficients in order), rounded to the dtype by the kernel.  A thread per element, any block
+ * and grid; n == 0: do not launch. */
+#define EG_UPDATE_MAXIMIZE 1
+#define EG_UPDATE_NESTEROV 2
+#define EG_UPDATE_FIRST_STEP 4
+#define EG_UPDATE_DECAY 8                /* weight_decay != 0 */
+#define EG_UPDATE_DECOUPLED 16
+typedef struct {
+    void *param;
+    const void *grad;
+    void *buf0;                        /* sgd: momentum_buffer; adam: exp_avg */
+    void *buf1;                        /* adam: exp_avg_sq */
+    long long n;
+    double c[8];
+    int flags;                         /* EG_UPDATE_* */
+    int reserved;
+} eg_update_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */
