@@ -1,6 +1,6 @@
-"""Extras are how users install backends: build the wheels of the core, ember-cpu, ember-gpu and
-ember-cuda, install ``ember[cpu]`` and ``ember[cuda]`` from them into clean virtual environments,
-and ask ``ember doctor`` / ``ember backends`` there."""
+"""Extras are how users install backends: build the wheel of every distribution once, install each
+extra (``ember[cpu]``, ``[xnnpack]``, ``[vulkan]``, ``[cuda]``, ``[all]``, ``[conformance]``) from them
+into a clean virtual environment, and ask ``ember backends`` / ``ember doctor`` there."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import venv
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,14 +22,22 @@ def run(*cmd: str | Path, **kwargs) -> subprocess.CompletedProcess:
     return out
 
 
+def _distributions() -> list[Path]:
+    """Every distribution of the repository: the core, each plugin, the conformance suite."""
+    return [ROOT, *sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml")), ROOT / "conformance"]
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
+    """The wheels of every distribution, built once for all the extras' installs (ember-cuda's
+    compiles its kernels with nvcc: most of the time this takes)."""
     dist = tmp_path_factory.mktemp("dist")
     # The build tools are already in this environment; build isolation would only fetch them again.
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", dist, ROOT,
-        *(ROOT / "plugins" / name for name in ("cpu", "gpu", "cuda")))
-    wheels = sorted(p.name.split("-")[0] for p in dist.glob("*.whl"))
-    assert wheels == ["ember", "ember_cpu", "ember_cuda", "ember_gpu"]
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", dist, *_distributions())
+    wheels = {p.name.split("-")[0] for p in dist.glob("*.whl")}
+    names = {"ember" if d == ROOT else tomllib.loads((d / "pyproject.toml").read_text())["project"]["name"]
+             for d in _distributions()}
+    assert wheels == {name.replace("-", "_") for name in names}
     return dist
 
 
@@ -69,3 +78,34 @@ def test_extra_cuda_installs_from_wheels_with_its_kernels_and_says_why_there_is_
     assert "PASS  cpu" in doctor.stdout
     has_gpu = "PASS  cuda:0" in doctor.stdout
     assert has_gpu or ("SKIP  cuda" in doctor.stdout and "R580" in doctor.stdout), doctor.stdout
+
+
+# What each extra brings, as `ember backends` lists it (cuda has a test of its own above).
+EXTRAS = {
+    "cpu": ["ember-cpu"],
+    "xnnpack": ["ember-cpu", "ember-xnnpack"],
+    "vulkan": ["ember-cpu", "ember-vulkan"],
+    "all": ["ember-cpu", "ember-xnnpack", "ember-vulkan", "ember-cuda"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", sorted(EXTRAS))
+def test_every_extra_installs_from_wheels_and_its_backends_work(dist, tmp_path, extra):
+    env_dir, env = _install(extra, dist, tmp_path)
+    backends = run(env_dir / "bin" / "ember", "backends", env=env, cwd=tmp_path).stdout
+    for package in EXTRAS[extra]:
+        assert f" {package} " in backends, backends
+    assert "BROKEN" not in backends, backends
+    doctor = subprocess.run([env_dir / "bin" / "ember", "doctor"], capture_output=True, text=True, env=env,
+                            cwd=tmp_path)
+    assert "PASS  cpu" in doctor.stdout and "FAIL" not in doctor.stdout, doctor.stdout
+    no_pytest = subprocess.run([env_dir / "bin" / "python", "-c", "import pytest"], capture_output=True, env=env)
+    assert no_pytest.returncode != 0  # pytest belongs to ember[conformance], not to every user
+
+
+@pytest.mark.slow
+def test_extra_conformance_installs_the_suite_and_runs_level_0(dist, tmp_path):
+    env_dir, env = _install("cpu,conformance", dist, tmp_path)
+    run(env_dir / "bin" / "ember-conformance", "run", "--device", "cpu", "--level", "0", "--out", tmp_path / "report",
+        "--no-progress", env=env, cwd=tmp_path)
