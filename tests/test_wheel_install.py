@@ -1,5 +1,5 @@
 """Extras are how users install backends: build the wheel of every distribution once, install each
-extra (``ember[cpu]``, ``[xnnpack]``, ``[vulkan]``, ``[cuda]``, ``[all]``, ``[conformance]``) from them
+extra (``ember[cpu]``, ``[xnnpack]``, ``[vulkan]``, ``[cuda]``, ``[rocm]``, ``[all]``, ``[conformance]``) from them
 into a clean virtual environment, and ask ``ember backends`` / ``ember doctor`` there."""
 
 from __future__ import annotations
@@ -78,6 +78,23 @@ def test_extra_cuda_installs_from_wheels_with_its_kernels_and_says_why_there_is_
     assert "PASS  cpu" in doctor.stdout
     has_gpu = "PASS  cuda:0" in doctor.stdout
     assert has_gpu or ("SKIP  cuda" in doctor.stdout and "R580" in doctor.stdout), doctor.stdout
+
+
+@pytest.mark.slow
+def test_extra_rocm_installs_from_wheels_with_its_code_objects_and_says_why_there_is_no_gpu(dist, tmp_path):
+    env_dir, env = _install("rocm", dist, tmp_path)
+    shipped = run(env_dir / "bin" / "python", "-c", "import importlib.resources as r, ember_gpu.build as b; "
+                                                    "k = r.files('ember_rocm') / 'kernels'; "
+                                                    "print(len(b.read_index(k)), len(list(k.glob('*.co'))))",
+                  env=env, cwd=tmp_path)
+    kernels, bundles = map(int, shipped.stdout.split())
+    assert kernels > 1000 and bundles > 50  # the code-object bundles are in the wheel
+    backends = run(env_dir / "bin" / "ember", "backends", env=env, cwd=tmp_path).stdout
+    assert "ember-rocm" in backends
+    doctor = subprocess.run([env_dir / "bin" / "ember", "doctor"], capture_output=True, text=True, env=env,
+                            cwd=tmp_path)
+    assert "PASS  cpu" in doctor.stdout
+    assert "PASS  rocm:0" in doctor.stdout or "SKIP  rocm" in doctor.stdout, doctor.stdout
 
 
 # What each extra brings, as `ember backends` lists it (cuda has a test of its own above).
