@@ -10,9 +10,6 @@ import pytest
 import tomllib
 
 DOCS = sorted((Path(__file__).resolve().parent.parent / "docs").glob("*.md"))
-# Pages whose python blocks are fragments today (names defined in the prose, not the blocks); remove
-# an entry once its blocks run on their own.
-FRAGMENTS = {"saving-and-loading.md": "its first block uses `epoch` from the elided training loop"}
 
 
 def _blocks(page: Path, language: str) -> list[str]:
@@ -20,9 +17,7 @@ def _blocks(page: Path, language: str) -> list[str]:
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
-def test_python_blocks_run(page, tmp_path, monkeypatch, request):
-    if page.name in FRAGMENTS:
-        request.applymarker(pytest.mark.xfail(reason=FRAGMENTS[page.name], strict=False))
+def test_python_blocks_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # examples that write files write them here
     namespace: dict = {"__name__": f"docs_{page.stem}"}
     for number, block in enumerate(_blocks(page, "python"), 1):

@@ -102,7 +102,7 @@ EXTRAS = {
     "cpu": ["ember-cpu"],
     "xnnpack": ["ember-cpu", "ember-xnnpack"],
     "vulkan": ["ember-cpu", "ember-vulkan"],
-    "all": ["ember-cpu", "ember-xnnpack", "ember-vulkan", "ember-cuda"],
+    "all": ["ember-cpu", "ember-xnnpack", "ember-vulkan", "ember-cuda", "ember-rocm"],
 }
 
 

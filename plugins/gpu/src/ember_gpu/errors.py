@@ -30,3 +30,7 @@ class GpuOutOfMemoryError(GpuError, MemoryError):
 
 class KernelImageError(GpuError, RuntimeError):
     """A kernel image is missing from the vendor package (a broken install)."""
+
+
+class DLPackStreamError(EmberError, ValueError):
+    """``__dlpack__(stream=...)`` named no stream of this vendor (a caller's mistake, not the plugin's)."""

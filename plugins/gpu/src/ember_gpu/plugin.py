@@ -26,6 +26,7 @@ from ember_core.errors import KernelError, PluginError
 from ember_core.plugins import PluginInfo, hookimpl
 from ember_gpu import abi, ops
 from ember_gpu.driver import Driver, open_driver
+from ember_gpu.errors import DLPackStreamError
 from ember_gpu.runtime import Runtime
 from ember_gpu.vendor import Vendor
 
@@ -172,8 +173,9 @@ class GpuPlugin:
         if stream is None:
             stream = vendor.dlpack_default_stream
         if not isinstance(stream, int) or stream in vendor.dlpack_invalid_streams:
-            raise ValueError(f"__dlpack__: stream={stream!r} is not a {vendor.product} stream for DLPack; pass the "
-                             f"consumer's stream handle as an int, None for the default stream, or -1 for none")
+            raise DLPackStreamError(f"__dlpack__: stream={stream!r} is not a {vendor.product} stream for DLPack; "
+                                    f"pass the consumer's stream handle as an int, None for the default stream, or "
+                                    f"-1 for none")
         if stream != -1:  # the consumer's stream waits for what ember queued so far
             opened.make_wait(opened.ffi.cast("void *", stream))
         return handle.pointer + byte_offset, (vendor.dlpack_device_type, opened.index)
