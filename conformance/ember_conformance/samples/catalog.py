@@ -30,6 +30,7 @@ BY_NAME: dict[str, Generator] = {
     "group_norm_affine_grad": nn.through_gradients,
     "unique_all": sorting.unique, "unique_counts": sorting.unique, "unique_inverse": sorting.unique,
     "unique_values": sorting.unique, "bernoulli": randomness.bernoulli, "permutation": randomness.permutation,
+    "dropout": randomness.dropout,
 }
 BY_FAMILY: dict[str, Generator] = {
     "unary": elementwise.unary, "binary": elementwise.binary, "reduction": reductions.reduction,

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ember_conformance.layouts import to_numpy
-from ember_conformance.samples.base import Sample
+from ember_conformance.samples.base import Arr, Sample
 
 N = 20000
 SIGMAS = 6.0  # bounds are this many standard errors wide: with fixed seeds, a pass is a pass
@@ -159,3 +159,39 @@ def permutation(schema: Any, dtype: str, device: str, level: int) -> list[Sample
         return None
 
     return [Sample("is-a-permutation", custom=check, code="print(em.permutation(100, device=device))")]
+
+
+def _dropout_check(p: float, seed: int, offset: int) -> Callable[[str, str], str | None]:
+    """The device's dropout against its contract, computed on the host by ember-cpu's primitives:
+    kept where bernoulli's float32 draw at (seed, offset) is below 1 - p, then multiply(x, 1/(1-p))."""
+
+    def check(device: str, dtype: str) -> str | None:
+        import ember_core as em
+
+        x = em.asarray(np.linspace(-4.0, 4.0, 4099)).astype(dtype)
+        got = to_numpy(em.dropout(x.to_device(device), p, seed=seed, offset=offset)).astype(np.float64)
+        at = em.random.Generator("cpu", seed)
+        at.set_state((seed, offset))
+        keep = em.bernoulli(em.full((), 1.0 - p, dtype=em.float32), x.shape, generator=at)
+        expected = to_numpy(em.where(keep, x * (1.0 / (1.0 - p)), 0.0)).astype(np.float64)
+        bad = got != expected
+        if bad.any():
+            i = int(np.argmax(bad))
+            return (f"{int(bad.sum())} of {bad.size} elements differ from the contract "
+                    f"(first at {i}: {got[i]} vs {expected[i]})")
+        dropped = 1.0 - float(to_numpy(keep).mean())
+        bound = SIGMAS * math.sqrt(p * (1 - p) / x.size)
+        return None if abs(dropped - p) <= bound else f"dropped {dropped:.4f}, expected {p} +- {bound:.4f}"
+
+    return check
+
+
+def dropout(schema: Any, dtype: str, device: str, level: int) -> list[Sample]:
+    out = [Sample(f"p-{p}-at-{offset}", custom=_dropout_check(p, 17, offset),
+                  code=f"print(em.dropout(em.ones(4099, dtype=dtype, device=device), {p}, seed=17, offset={offset}))")
+           for p, offset in ((0.5, 0), (0.1, 3), (0.9, 2**33 + 1))]
+    if level == 1:
+        x = Arr(np.ones(8), dtype)
+        out += [Sample("error-p-1", (x, 1.0), {"seed": 0, "offset": 0}, error=ValueError),
+                Sample("error-negative-seed", (x, 0.5), {"seed": -1, "offset": 0}, error=ValueError)]
+    return out
