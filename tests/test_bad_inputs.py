@@ -261,7 +261,8 @@ CATALOGUE = [
     ("GroupNorm of 0 groups", lambda: nn.GroupNorm(0, 4), em.ShapeError, "num_groups must be at least 1"),
     ("GroupNorm of -2 groups", lambda: nn.GroupNorm(-2, 4), em.ShapeError, "num_groups must be at least 1"),
     # ---- devices ---------------------------------------------------------------------------------
-    ("unknown device type", lambda: em.ones((2,), device="nosuch"), em.BackendUnavailableError, "ember has no backend of that name"),
+    ("unknown device type", lambda: em.ones((2,), device="nosuch"), em.BackendUnavailableError,
+     "ember has no backend of that name"),
     ("device index beyond count", lambda: em.ones((2,), device="cpu:3"), em.BackendUnavailableError,
      "not available"),
     ("malformed device name", lambda: em.ones((2,), device="cpu:x"), em.DeviceError, "not a device name"),

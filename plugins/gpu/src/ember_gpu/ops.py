@@ -32,6 +32,7 @@ from ember_core.tensor import span
 from ember_core.views import coalesce
 from ember_gpu import abi
 from ember_gpu.build import read_index
+from ember_gpu.codegen import BY_NAME
 from ember_gpu.launch import Kernel
 
 FAMILIES = ("ember_gpu.ops_elementwise", "ember_gpu.ops_creation", "ember_gpu.ops_matmul", "ember_gpu.ops_sort",
@@ -42,7 +43,7 @@ FLAT_VARIANTS = ("flat32", "flat64")
 VECTOR_BYTES = 16  # the flat kernels move 16 bytes of the widest operand per thread and step
 BLOCKS_PER_SM = 2048 // abi.BLOCK  # resident blocks of EG_BLOCK threads on one multiprocessor
 WAVES = 4  # grid-stride kernels get at most this many waves of resident blocks
-_BLOCK = (abi.BLOCK, 1, 1)
+BLOCK_SHAPE = (abi.BLOCK, 1, 1)  # the block of every EG_BLOCK-thread launch
 
 Entry = tuple[Callable[..., Any], frozenset[str]]  # a kernel and the dtypes it serves
 
@@ -93,6 +94,11 @@ class OpLayer:
                 key, variant = name[len(prefix) + 1:].rsplit("_", 1)
                 found.setdefault(key, set()).add(variant)
         return found
+
+    def served(self, prefix: str) -> frozenset[str]:
+        """The dtypes of the kernels ``<prefix>_<dtype>`` in the build (not those of a longer prefix)."""
+        return frozenset(name[len(prefix) + 1:] for name in self.index
+                         if name.startswith(prefix + "_") and name[len(prefix) + 1:] in BY_NAME)
 
     def table(self) -> dict[str, Entry]:
         """op -> (kernel, dtypes) over every family."""
@@ -161,8 +167,9 @@ class OpLayer:
                 self._strided(ops, names, tensors, [address(ops, t) for t in tensors], shape, strides)
                 return
         flat = ops.flat.get(names) or self._flat_launch(ops, names, (out, *inputs))
-        (flat.narrow if n <= abi.INDEX32_MAX else flat.wide).launch(  # eg_flat_args: out, in, n, scalar_inputs
-            ops.grid(-(-n // flat.vector)), _BLOCK, address(ops, out), [address(ops, t) for t in inputs], n, scalars)
+        kernel = flat.narrow if n <= abi.INDEX32_MAX else flat.wide
+        kernel.launch(ops.grid(-(-n // flat.vector)), BLOCK_SHAPE,  # eg_flat_args: out, in, n, scalar_inputs
+                      address(ops, out), [address(ops, t) for t in inputs], n, scalars)
 
     def _flat_launch(self, ops: DeviceOps, names: tuple[str, ...], tensors: tuple[Any, ...]) -> FlatLaunch:
         vector = max(1, VECTOR_BYTES // max(t._dtype.itemsize for t in tensors))

@@ -12,9 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ember_gpu import abi
-from ember_gpu.codegen import BY_NAME
-from ember_gpu.ops import Entry, OpLayer
+from ember_gpu.ops import BLOCK_SHAPE, Entry, OpLayer
 
 SOFTMAX_THREAD, SOFTMAX_BLOCK = 0, 1  # EG_SOFTMAX_* of abi.h
 LOSS_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}  # EG_LOSS_NONE / MEAN / SUM
@@ -22,7 +20,6 @@ LOSS_ROWS, LOSS_TOTAL, LOSS_DIVISOR = 0, 1, 2  # EG_LOSS_* modes
 NORM_THREAD, NORM_BLOCK = 0, 1  # EG_NORM_*
 SHORT_LINE = 64  # softmax lines up to this long (or not along the last dim): a thread per line
 MAX_GRID = 65535
-_BLOCK = (abi.BLOCK, 1, 1)
 _ONE_BLOCK = (1, 1, 1)
 
 
@@ -36,7 +33,7 @@ def _softmax(layer: OpLayer, op: str) -> Any:
         thread = inner > 1 or n <= SHORT_LINE
         lines = outer * inner
         layer.kernel(ops, f"eg_softmax_{op}_{x._dtype.name}")(
-            ops.grid(lines) if thread else (min(lines, MAX_GRID), 1, 1), _BLOCK,
+            ops.grid(lines) if thread else (min(lines, MAX_GRID), 1, 1), BLOCK_SHAPE,
             {"out": layer.address(ops, out), "x": layer.address(ops, x), "outer": outer, "n": n, "inner": inner,
              "mode": SOFTMAX_THREAD if thread else SOFTMAX_BLOCK})
         return None
@@ -66,9 +63,9 @@ def _nll_loss(layer: OpLayer) -> Any:
                           label_smoothing)
         kernel = layer.kernel(ops, f"eg_loss_nll_loss_{log_probs._dtype.name}")
         if reduction != "none":  # one block sums every row (and the divisor) in a fixed tree
-            kernel(_ONE_BLOCK, _BLOCK, {**args, "mode": LOSS_TOTAL})
+            kernel(_ONE_BLOCK, BLOCK_SHAPE, {**args, "mode": LOSS_TOTAL})
         elif out._numel:
-            kernel(ops.grid(out._numel), _BLOCK, {**args, "mode": LOSS_ROWS})
+            kernel(ops.grid(out._numel), BLOCK_SHAPE, {**args, "mode": LOSS_ROWS})
         return None
 
     return nll_loss
@@ -84,13 +81,13 @@ def _nll_loss_grad(layer: OpLayer) -> Any:
                           label_smoothing)
         kernel = layer.kernel(ops, f"eg_loss_nll_loss_grad_{out._dtype.name}")
         if reduction != "mean":
-            kernel(ops.grid(out._numel), _BLOCK, {**args, "mode": LOSS_ROWS})
+            kernel(ops.grid(out._numel), BLOCK_SHAPE, {**args, "mode": LOSS_ROWS})
             return None
         scratch = ops.device.memory.alloc(8)  # the divisor, one double
         try:
             args["scratch"] = scratch.pointer
-            kernel(_ONE_BLOCK, _BLOCK, {**args, "mode": LOSS_DIVISOR})
-            kernel(ops.grid(out._numel), _BLOCK, {**args, "mode": LOSS_ROWS})
+            kernel(_ONE_BLOCK, BLOCK_SHAPE, {**args, "mode": LOSS_DIVISOR})
+            kernel(ops.grid(out._numel), BLOCK_SHAPE, {**args, "mode": LOSS_ROWS})
         finally:
             ops.device.memory.free(scratch)  # stream-ordered: reused only after both launches ran
         return None
@@ -106,7 +103,7 @@ def _norm_rows(layer: OpLayer, out: Any, x: Any, weight: Any, bias: Any, rows: i
     ops = layer.device_ops(out)
     thread = d <= SHORT_LINE
     layer.kernel(ops, f"eg_norm_rows_{x._dtype.name}")(
-        ops.grid(rows) if thread else (min(rows, MAX_GRID), 1, 1), _BLOCK,
+        ops.grid(rows) if thread else (min(rows, MAX_GRID), 1, 1), BLOCK_SHAPE,
         {"out": layer.address(ops, out), "x": layer.address(ops, x), "weight": _optional_address(layer, ops, weight),
          "bias": _optional_address(layer, ops, bias), "rows": rows, "d": d, "span": span, "groups": groups,
          "eps": eps, "mode": NORM_THREAD if thread else NORM_BLOCK})
@@ -136,7 +133,7 @@ def _batch_norm_train(layer: OpLayer) -> Any:
         if not out._numel:
             return None
         ops = layer.device_ops(out)
-        layer.kernel(ops, f"eg_batchnorm_train_{x._dtype.name}")((min(c, MAX_GRID), 1, 1), _BLOCK, {
+        layer.kernel(ops, f"eg_batchnorm_train_{x._dtype.name}")((min(c, MAX_GRID), 1, 1), BLOCK_SHAPE, {
             "out": layer.address(ops, out), "stats": layer.address(ops, stats), "x": layer.address(ops, x),
             "weight": _optional_address(layer, ops, weight), "bias": _optional_address(layer, ops, bias),
             "n": n, "c": c, "s": s, "eps": eps})
@@ -150,18 +147,12 @@ def _dropout(layer: OpLayer) -> Any:
         if not out._numel:
             return None
         ops = layer.device_ops(out)
-        layer.kernel(ops, f"eg_dropout_dropout_{x._dtype.name}")(ops.grid(-(-out._numel // 4)), _BLOCK, {
+        layer.kernel(ops, f"eg_dropout_dropout_{x._dtype.name}")(ops.grid(-(-out._numel // 4)), BLOCK_SHAPE, {
             "out": layer.address(ops, out), "x": layer.address(ops, x), "n": out._numel, "seed": seed,
             "offset": offset, "scale": 1.0 / (1.0 - p), "threshold": 1.0 - p})  # cffi rounds it to float32
         return None
 
     return dropout
-
-
-def _served(layer: OpLayer, prefix: str) -> frozenset[str]:
-    """The dtypes of the kernels ``<prefix>_<dtype>`` in the build (not those of a longer prefix)."""
-    return frozenset(name[len(prefix) + 1:] for name in layer.index
-                     if name.startswith(prefix + "_") and name[len(prefix) + 1:] in BY_NAME)
 
 
 def kernels(layer: OpLayer) -> dict[str, Entry]:
@@ -174,7 +165,7 @@ def kernels(layer: OpLayer) -> dict[str, Entry]:
               "dropout": ("eg_dropout_dropout", _dropout(layer))}
     table: dict[str, Entry] = {}
     for op, (prefix, kernel) in makers.items():
-        served = _served(layer, prefix)
+        served = layer.served(prefix)
         if served:
             table[op] = kernel, served
     return table

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember_core.ops.optim_composites import adam_coefficients
-from ember_gpu.ops import Entry, OpLayer
-from ember_gpu.ops_nn import _BLOCK, _served
+from ember_gpu.ops import BLOCK_SHAPE, Entry, OpLayer
 
 MAXIMIZE, NESTEROV, FIRST_STEP, DECAY, DECOUPLED = 1, 2, 4, 8, 16  # EG_UPDATE_* of abi.h
 
@@ -20,7 +19,7 @@ def _launch(layer: OpLayer, kernel: str, param: Any, grad: Any, buffers: tuple[A
         return
     ops = layer.device_ops(param)
     pointers = [layer.address(ops, t) for t in buffers] + [0] * (2 - len(buffers))
-    layer.kernel(ops, f"{kernel}_{param._dtype.name}")(ops.grid(param._numel), _BLOCK, {
+    layer.kernel(ops, f"{kernel}_{param._dtype.name}")(ops.grid(param._numel), BLOCK_SHAPE, {
         "param": layer.address(ops, param), "grad": layer.address(ops, grad), "buf0": pointers[0],
         "buf1": pointers[1], "n": param._numel, "c": coefficients + [0.0] * (8 - len(coefficients)), "flags": flags})
 
@@ -52,7 +51,7 @@ def _adam_step(layer: OpLayer) -> Any:
 def kernels(layer: OpLayer) -> dict[str, Entry]:
     table: dict[str, Entry] = {}
     for op, prefix, make in (("sgd_step", "eg_update_sgd", _sgd_step), ("adam_step", "eg_update_adam", _adam_step)):
-        served = _served(layer, prefix)
+        served = layer.served(prefix)
         if served:
             table[op] = make(layer), served
     return table
