@@ -206,10 +206,12 @@ def _reduce_pass(dev: VulkanDevice, variant: str, op: int, out_at: int, x_at: in
 def _scan(name: str) -> Callable[..., None]:
     op = catalog.SCAN.index(name)
 
-    def kernel(out: Any, x: Any) -> None:
+    def kernel(out: Any, x: Any) -> Any:
         """Running sum / product along the last dim; a row per invocation (scan.comp)."""
+        if out.dtype.name != catalog.scan_dtype(x.dtype.name):
+            return NotImplemented  # a requested dtype (dtype=int32...): shaders exist for numpy's result dtype only
         if out.size == 0:
-            return
+            return None
         dev = _device(out)
         if x.ndim == 0:
             x, out = x.reshape((1,)), out.reshape((1,))
