@@ -6,7 +6,8 @@ op's derivative formulas (declared in the op's TOML entry, written in ember ops)
 
 - ``tensor.backward(gradient=None, retain_graph=None, create_graph=False)``, ``.grad`` on leaves;
 - ``grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused)``;
-- ``no_grad``, ``enable_grad``, ``inference_mode``, ``set_grad_enabled``;
+- ``no_grad``, ``enable_grad``, ``inference_mode``, ``set_grad_enabled``; ``is_recording`` (for
+  providers: whether the running op call is being recorded);
 - ``gradcheck`` / ``gradgradcheck`` (finite differences in float64);
 - ``functional``: ``vjp``, ``jvp``, ``jacobian``, ``hessian``.
 """
@@ -20,6 +21,7 @@ from ember_core.autograd.grad_mode import (
     inference_mode,
     is_grad_enabled,
     is_inference_mode_enabled,
+    is_recording,
     no_grad,
     set_grad_enabled,
 )
@@ -42,4 +44,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["GradcheckError", "Node", "backward", "enable_grad", "functional", "grad", "gradcheck", "gradgradcheck",
-           "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad", "set_grad_enabled"]
+           "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "is_recording",
+           "no_grad", "set_grad_enabled"]

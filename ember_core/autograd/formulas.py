@@ -645,7 +645,7 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
         is_view, arity, has_lists, recipes = deriv.is_view, deriv.arity, deriv.has_lists, deriv._recipes
 
         def recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            MODE.enabled = False
+            MODE.enabled = None  # off, and grad_mode.is_recording() says why
             try:
                 result = forward(*args, **kwargs)
             finally:

@@ -11,7 +11,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Mode(threading.local):
-    enabled = True
+    enabled: bool | None = True  # falsy when off: False under no_grad, None while a recorded op runs
     inference = False
 
 
@@ -19,7 +19,13 @@ MODE = _Mode()
 
 
 def is_grad_enabled() -> bool:
-    return MODE.enabled
+    return bool(MODE.enabled)
+
+
+def is_recording() -> bool:
+    """True inside an op call that autograd records (its kernels run with grad mode off): a
+    provider can tell a training step from inference by the call itself, never by call history."""
+    return MODE.enabled is None
 
 
 def is_inference_mode_enabled() -> bool:

@@ -44,18 +44,12 @@ class OperatorCache:
         self.max_bytes = max_bytes
         self.entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self.nbytes = 0
-        self.hits = self.misses = self.evictions = self.declined = 0
-        self.training: dict[Hashable, tuple[int, ...]] = {}  # key -> weight versions at the last declined call
+        self.hits = self.misses = self.evictions = 0
         self._dead: list[Hashable] = []  # keys whose storage was collected (appended by weakref callbacks)
 
-    def operator(self, params: Hashable, tensors: tuple[Any, ...], create: Callable[[], Any],
-                 decline_training: bool = False) -> Any:
+    def operator(self, params: Hashable, tensors: tuple[Any, ...], create: Callable[[], Any]) -> Any:
         """The cached operator for ``params`` built from ``tensors`` (None entries allowed), or a
-        new one from ``create()`` (which raises or returns the operator pointer).
-
-        With ``decline_training``, weights written since the previous call (an optimizer steps
-        them every iteration) are not packed at all: None is returned and the call goes to the
-        next provider, until a call finds the weights as the previous one left them."""
+        new one from ``create()`` (which raises or returns the operator pointer)."""
         if self._dead:
             self._drop_dead()
         live = tuple(t for t in tensors if t is not None)
@@ -69,11 +63,6 @@ class OperatorCache:
                 self.hits += 1
                 return entry.operator
             self._remove(key)
-            if decline_training:
-                return self._training(key, versions)
-        elif decline_training and self.training.get(key, versions) != versions:
-            return self._training(key, versions)
-        self.training.pop(key, None)
         self.misses += 1
         operator = create()
         nbytes = sum(t._numel * t._dtype.itemsize for t in live)
@@ -82,12 +71,6 @@ class OperatorCache:
         self.nbytes += nbytes
         self.shrink(keep=1)  # never the operator about to run
         return operator
-
-    def _training(self, key: Hashable, versions: tuple[int, ...]) -> None:
-        if len(self.training) > 4096:  # keys of dead storages: forgetting them costs one repack at most
-            self.training.clear()
-        self.training[key] = versions
-        self.declined += 1
 
     def shrink(self, keep: int = 0) -> None:
         """Evict least recently used entries until both limits hold (or only ``keep`` are left)."""
@@ -112,7 +95,6 @@ class OperatorCache:
         for key in list(self.entries):
             self._remove(key)
         self._dead.clear()
-        self.training.clear()
 
 
 def _on_storage_death(cache_ref: weakref.ref, key: Hashable) -> Callable[[Any], None]:
@@ -153,7 +135,7 @@ def set_cache_limits(max_entries: int | None = None, max_bytes: int | None = Non
 def cache_info() -> dict[str, int]:
     """Hits, misses, evictions, live entries, weight bytes held, and the layout workspace size."""
     with runtime.LOCK:
-        return {"hits": CACHE.hits, "misses": CACHE.misses, "evictions": CACHE.evictions, "declined": CACHE.declined,
+        return {"hits": CACHE.hits, "misses": CACHE.misses, "evictions": CACHE.evictions,
                 "entries": len(CACHE.entries), "weight_bytes": CACHE.nbytes,
                 "max_entries": CACHE.max_entries, "max_bytes": CACHE.max_bytes,
                 "workspace_bytes": lib.exn_workspace_bytes()}

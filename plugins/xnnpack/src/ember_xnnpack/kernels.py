@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember_core import float32
+from ember_core.autograd import is_recording
 from ember_core.errors import ShapeError
 from ember_xnnpack import runtime
 from ember_xnnpack._native import ffi, lib
@@ -67,16 +68,14 @@ def _bias_args(bias: Any) -> tuple[Any, int]:
 
 
 def _run(params: Any, weights: tuple[Any, ...], create: Callable[[Any], int], run: Callable[[Any, Any], int],
-         what: str, decline_training: bool = False) -> Any:
+         what: str) -> Any:
     """Look up (or create) the cached operator, then run it; NotImplemented if XNNPACK refused the
-    parameters, an input holds special values, or (``decline_training``) the weights are being trained."""
+    parameters or an input holds special values."""
     with runtime.LOCK:
         pool = runtime.pool()
         try:
-            op = CACHE.operator(params, weights, lambda: _create(what, create), decline_training)
+            op = CACHE.operator(params, weights, lambda: _create(what, create))
         except _Refused:
-            return NotImplemented
-        if op is None:
             return NotImplemented
         status = run(op, pool)
     if status == lib.EXN_STATUS_SPECIAL_VALUES:
@@ -156,6 +155,12 @@ def conv2d(out: Any, x: Any, weight: Any, bias: Any, *, stride: tuple[int, int],
                          f"{None if bias is None else bias._shape} and groups={groups} do not fit (a core bug)")
     oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     _expect_shape("conv2d", out, (n, o, oh, ow))
+    if is_recording() and (weight._requires_grad or (bias is not None and bias._requires_grad)):
+        # Packing a layer's weights costs about as much as one product at training batch sizes, and
+        # ember-cpu's GEMM matches XNNPACK's there: weights being trained (the call is recorded and
+        # they require grad) are left to the next provider.  Decided by the call alone, so a result
+        # never depends on what ran before it.
+        return NotImplemented
     out_min, out_max = _CLAMPS[activation]
     b, b_offset = _bias_args(bias)
 
@@ -295,6 +300,12 @@ def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) 
         raise ShapeError(f"ember-xnnpack linear: x {x._shape}, weight {weight._shape} and bias "
                          f"{None if bias is None else bias._shape} do not fit (a core bug)")
     _expect_shape("linear", out, (rows, out_features))
+    if is_recording() and (weight._requires_grad or (bias is not None and bias._requires_grad)):
+        # Packing a layer's weights costs about as much as one product at training batch sizes, and
+        # ember-cpu's GEMM matches XNNPACK's there: weights being trained (the call is recorded and
+        # they require grad) are left to the next provider.  Decided by the call alone, so a result
+        # never depends on what ran before it.
+        return NotImplemented
     out_min, out_max = _CLAMPS[activation]
     b, b_offset = _bias_args(bias)
 
@@ -306,9 +317,7 @@ def linear(out: Any, x: Any, weight: Any, bias: Any, *, activation: str | None) 
         return lib.exn_linear_run(op, pool, rows, features, out_features, x._storage.handle, x._offset,
                                   out._storage.handle, out._offset)
 
-    # Packing a layer's weights costs about as much as one product at training batch sizes, and
-    # ember-cpu's GEMM matches XNNPACK's there: weights that change every step are not packed.
-    return _run(("linear", activation), (weight, bias), create, run, "linear", decline_training=True)
+    return _run(("linear", activation), (weight, bias), create, run, "linear")
 
 
 # ---- pooling ----------------------------------------------------------------------------------
