@@ -12,8 +12,13 @@
       "sin:float32" = { abs = 1e-6, range = [-3.1416, 3.1416] }
       "exp:float32" = { ulp = 4 }
 
+      [[deviations.vulkan.when]]                        # only on devices reporting these properties
+      properties = { float32_subnormals = "flushed" }   # (ember_device_properties; a.b reads a nested key)
+      ftz = ["float32"]
+
   A case that misses the suite's tolerance but keeps within its declared bound is ``xfail``
-  ("declared deviation"); an undeclared deviation is a failure.
+  ("declared deviation"); so is one that passes once the subnormals of a declared ftz dtype are
+  flushed (in the inputs or in the outputs). An undeclared deviation is a failure.
 * The table (``report["precision"]``): per op:dtype the worst error in ulps, relative and absolute
   terms over the cases that ran on the device, and the declared bound beside it.
 """
@@ -33,14 +38,17 @@ except ModuleNotFoundError:  # Python 3.10
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 TINY = {"float16": 2.0 ** -24, "bfloat16": 2.0 ** -133, "float32": 2.0 ** -149, "float64": 2.0 ** -1074}
+NORMAL_MIN = {"float16": 2.0 ** -14, "bfloat16": 2.0 ** -126, "float32": 2.0 ** -126, "float64": 2.0 ** -1022}
 
 
 @lru_cache(maxsize=16)
-def deviations(device_type: str) -> dict[str, Any]:
-    """The ``[deviations.<device_type>]`` tables of every plugin serving the device type, merged."""
+def deviations(device: str) -> dict[str, Any]:
+    """What the plugins serving the device declare for it, merged: each ``[deviations.<device type>]``
+    table, with the ``when`` entries whose ``properties`` the device reports (``ftz`` lists are joined)."""
     from ember_core.plugins import MANAGER
 
     MANAGER.ensure_discovered()
+    device_type = device.split(":")[0]
     backends = [*MANAGER.providers(device_type)]
     owner = MANAGER.device_owner.get(device_type)
     if owner is not None and owner not in backends:
@@ -51,29 +59,67 @@ def deviations(device_type: str) -> dict[str, Any]:
         if path is None:
             continue
         with open(path, "rb") as f:
-            table = tomllib.load(f).get("deviations", {}).get(device_type, {})
-        out.update({k: (v, backend.package) for k, v in table.items()})
+            table = dict(tomllib.load(f).get("deviations", {}).get(device_type, {}))
+        conditional = table.pop("when", [])
+        matching = [entry for entry in conditional if _reports(device, entry.get("properties", {}))]
+        for declared in (table, *({k: v for k, v in e.items() if k != "properties"} for e in matching)):
+            for key, value in declared.items():
+                if key == "ftz" and key in out:
+                    value = sorted({*out[key][0], *value})
+                out[key] = (value, backend.package)
     return out
 
 
-def declared_ftz(device_type: str, dtype: str) -> str | None:
-    entry = deviations(device_type).get("ftz")
+def _reports(device: str, wanted: dict[str, Any]) -> bool:
+    """Whether the device's properties hold every wanted value (``a.b``: key b of the mapping under a)."""
+    from ember_core.device import as_device
+
+    try:
+        d = as_device(device)
+        props: Any = dict(d.backend.hooks["ember_device_properties"](d))
+    except Exception:  # an unusable device reports nothing: level 0 says why
+        return False
+    for key, value in wanted.items():
+        found: Any = props
+        for part in key.split("."):
+            found = found.get(part) if hasattr(found, "get") else None
+        if found != value:
+            return False
+    return True
+
+
+def declared_ftz(device: str, dtype: str) -> str | None:
+    """The package declaring that the device flushes this dtype's subnormals (None: not declared)."""
+    entry = deviations(device).get("ftz")
     return entry[1] if entry and dtype in entry[0] else None
 
 
-def within_declared(device_type: str, op: str, dtype: str, max_ulp: float | None) -> str | None:
+def flushed(values: Any, dtype: str) -> Any:
+    """Host values with the subnormals of ``dtype`` replaced by zeros of their sign, as a flushing device
+    reads or writes them (non-float values unchanged)."""
+    if isinstance(values, (list, tuple)):
+        return type(values)(flushed(v, dtype) for v in values)
+    array = np.asarray(values)
+    if array.dtype.kind != "f":
+        return values
+    with np.errstate(all="ignore"):
+        tiny = np.abs(array) < NORMAL_MIN[dtype]
+    return np.where(tiny, np.copysign(0.0, array), array).astype(array.dtype)
+
+
+def within_declared(device: str, op: str, dtype: str, max_ulp: float | None) -> str | None:
     """The ulp declaration a measured error keeps within (None: no declaration covers it)."""
-    entry = deviations(device_type).get(f"{op}:{dtype}")
+    entry = deviations(device).get(f"{op}:{dtype}")
     if entry is None or "ulp" not in entry[0] or max_ulp is None or max_ulp > entry[0]["ulp"]:
         return None
     return f"within the declared deviation of {entry[0]['ulp']} ulp ({entry[1]})"
 
 
-def within_declared_range(device_type: str, op: str, dtype: str, got: np.ndarray, want: np.ndarray,
+def within_declared_range(device: str, op: str, dtype: str, got: np.ndarray, want: np.ndarray,
                           x: np.ndarray, rtol: float, atol: float) -> str | None:
     """For an elementwise op with an absolute bound declared over an input range: elements whose input
     lies in the range keep within the bound, the others within the suite's tolerance (None: they do not)."""
-    entry = deviations(device_type).get(f"{op}:{dtype}")
+    entry = deviations(device).get(f"{op}:{dtype}")
     if entry is None or "abs" not in entry[0] or np.shape(x) != np.shape(want) or np.iscomplexobj(want):
         return None
     bound, package = entry
@@ -116,7 +162,7 @@ def flush_to_zero(device: str, dtype: str) -> str | None:
     flushed = [what for what, v in zip(("denormal inputs", "denormal outputs"), got) if v == 0.0]
     if not flushed:
         return None
-    package = declared_ftz(device.split(":")[0], dtype)
+    package = declared_ftz(device, dtype)
     if package is not None:
         return None
     return (f"flushes {' and '.join(flushed)} to zero in {dtype}, undeclared: declare it with "
@@ -160,10 +206,10 @@ def numerics_check(device: str, dtype: str) -> str | None:
 
 # ---- the table --------------------------------------------------------------------------------------
 
-def table(cases: list[dict[str, Any]], device_type: str) -> dict[str, dict[str, Any]]:
+def table(cases: list[dict[str, Any]], device: str) -> dict[str, dict[str, Any]]:
     """Per op:dtype over the cases that ran on the device: worst ulps, relative and absolute error, and
     the declared deviation if any."""
-    declared = deviations(device_type) if device_type else {}
+    declared = deviations(device) if device else {}
     out: dict[str, dict[str, Any]] = {}
     for c in cases:
         if c["level"] not in (1, 2) or c.get("how") not in ("native", "composite") or c.get("max_ulp") is None:

@@ -80,7 +80,7 @@ def build(device: str, options: dict[str, Any], results: list[verdicts.CaseResul
         "coverage": coverage.by_level_and_dtype(cases),
         "providers": coverage.by_provider(cases),
         "not_covered": dict(coverage.not_covered_ranked(cases)),
-        "precision": precision.table(cases, device.split(":")[0]),
+        "precision": precision.table(cases, device),
         "cases": cases,
     }
 

@@ -219,3 +219,25 @@ class Declared(Flusher):
     name = "declared"
     device_types = ("declared",)
     manifest = "declared_manifest.toml"
+
+
+class PropertyFlusher(Flusher):
+    """The flushing kernels on a device whose properties say so (``float32_subnormals = "flushed"``); its
+    manifest declares ftz only for a device reporting that, as ember-vulkan declares it."""
+
+    name = "propflush"
+    device_types = ("propflush",)
+    manifest = "conditional_manifest.toml"
+    subnormals = "flushed"
+
+    @hookimpl
+    def ember_device_properties(self, device: Any) -> dict[str, Any]:
+        return {"name": "flushing device", "driver": "none", "float_controls": {"denorm_preserve_float32": False},
+                "float32_subnormals": self.subnormals}
+
+
+class PropertyKeeper(PropertyFlusher):
+    """The same kernels and manifest on a device claiming to keep subnormals: the declaration's condition
+    does not hold there, so the flush is an undeclared deviation."""
+
+    subnormals = "preserved"

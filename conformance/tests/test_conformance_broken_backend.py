@@ -167,3 +167,23 @@ def test_precision_deviations_fail_unless_declared(tmp_path: Path, backend: str)
         assert sin["verdict"] == "xfail" and "declared absolute error 2e-06 on [-3.1416, 3.1416]" in sin["message"]
         assert report["precision"]["sin:float32"]["declared"] == {"abs": 2e-6, "range": [-3.1416, 3.1416]}
         assert "declared deviation" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("backend", ["PropertyFlusher", "PropertyKeeper"])
+def test_ftz_declared_for_devices_reporting_a_property(tmp_path: Path, backend: str) -> None:
+    """ftz declared under ``[[deviations.<type>.when]]`` holds only on a device whose properties match: there
+    the numerics check passes and a case that is right once subnormals are flushed (inf * subnormal = NaN,
+    subnormal products = 0) is a declared xfail; on a device reporting preserved subnormals both fail."""
+    code, out, cases = _run(tmp_path, backend, "propflush", "--level", "1", "--ops", "numerics,multiply",
+                            "--dtypes", "float32")
+    numerics, extremes = cases["L1/numerics/float32/special-values"], cases["L1/multiply/float32/extremes"]
+    assert cases["L1/multiply/float32/same-shape"]["verdict"] == "pass"
+    if backend == "PropertyFlusher":
+        assert code == 0, out
+        assert numerics["verdict"] == "pass"
+        assert extremes["verdict"] == "xfail"
+        assert "declared flush-to-zero of float32 subnormals (ember-propflush)" in extremes["message"]
+    else:
+        assert code == 1
+        assert numerics["verdict"] == "fail" and "undeclared" in numerics["message"]
+        assert extremes["verdict"] == "fail"
