@@ -6,9 +6,13 @@ import argparse
 import subprocess
 import sys
 import traceback
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 DOCTOR_TIMEOUT = 120.0  # seconds one device's check may take in its process
+# Device properties that change numerics, which `ember doctor` prints under each device (as conformance's
+# "numerics settings" does), with every key ending in "_subnormals" ("preserved"/"flushed" per dtype).
+NUMERICS_KEYS = ("float_controls", "denormals", "flush_to_zero", "tf32", "deterministic", "fast_math")
 
 
 def _backends(args: argparse.Namespace) -> int:
@@ -59,35 +63,59 @@ def _doctor_device(device: Any) -> None:
     device.backend.hooks["ember_synchronize"](device)
 
 
+def numerics_settings(props: Mapping[str, Any]) -> list[str]:
+    """The properties that change a device's numerics as "key = value" lines (a mapping's entries as "key.entry")."""
+    def flat(key: str, value: Any) -> Iterator[str]:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                yield from flat(f"{key}.{k}", v)
+        else:
+            yield f"{key} = {value}"
+
+    return [line for key, value in props.items() if key in NUMERICS_KEYS or key.endswith("_subnormals")
+            for line in flat(key, value)]
+
+
 def doctor_one(name: str, verbose: bool) -> int:
-    """The child process of ``ember doctor``: one device's check, its failure on stdout."""
+    """The child process of ``ember doctor``: one device's check, its failure on stdout, then the device's
+    numerics settings (indented lines)."""
     from ember_core.device import as_device
 
+    status = 0
     try:
         _doctor_device(as_device(name))
     except Exception as exc:
         print(f"{type(exc).__name__}: {exc}")
         if verbose:
             traceback.print_exc()
-        return 1
-    return 0
+        status = 1
+    try:
+        device = as_device(name)
+        settings = numerics_settings(device.backend.hooks["ember_device_properties"](device))
+    except Exception as exc:
+        settings = [f"properties unavailable: {type(exc).__name__}: {exc}"]
+    for line in settings:
+        print(f"{' ' * 6}{line}")
+    return status
 
 
-def _check_in_subprocess(device: Any, verbose: bool) -> str | None:
-    """Why the device failed its check (None: passed), run in a fresh process so that a kernel that
-    segfaults or hangs fails its own device and every other device is still checked."""
+def _check_in_subprocess(device: Any, verbose: bool) -> tuple[str | None, str]:
+    """Why the device failed its check (None: passed) and its numerics settings, run in a fresh process so
+    that a kernel that segfaults or hangs fails its own device and every other device is still checked."""
     code = "import sys; from ember_core.cli import doctor_one; sys.exit(doctor_one(sys.argv[1], sys.argv[2] == '1'))"
     try:
         proc = subprocess.run([sys.executable, "-c", code, str(device), "1" if verbose else "0"],
                               stdout=subprocess.PIPE, stderr=None if verbose else subprocess.DEVNULL, text=True,
                               timeout=DOCTOR_TIMEOUT)
     except subprocess.TimeoutExpired:
-        return f"hung (no answer within {DOCTOR_TIMEOUT:g} s)"
+        return f"hung (no answer within {DOCTOR_TIMEOUT:g} s)", ""
+    settings = "".join(line + "\n" for line in proc.stdout.splitlines() if line.startswith(" "))
     if proc.returncode < 0:
-        return f"crashed (signal {-proc.returncode})"
+        return f"crashed (signal {-proc.returncode})", settings
     if proc.returncode != 0:
-        return proc.stdout.strip() or f"its check exited with status {proc.returncode}"
-    return None
+        said = [line for line in proc.stdout.splitlines() if line.strip() and not line.startswith(" ")]
+        return "\n".join(said) or f"its check exited with status {proc.returncode}", settings
+    return None, settings
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -106,12 +134,13 @@ def _doctor(args: argparse.Namespace) -> int:
             continue
         for index in range(count):
             device = Device(device_type, index)
-            problem = _check_in_subprocess(device, args.verbose)
+            problem, settings = _check_in_subprocess(device, args.verbose)
             if problem is None:
                 print(f"PASS  {device!s:<10} ({backend.package} {backend.info.version})")
             else:
                 failures += 1
                 print(f"FAIL  {device!s:<10} ({backend.package}): {problem}")
+            print(settings, end="")
     for broken in MANAGER.broken.values():
         failures += 1
         print(f"FAIL  plugin {broken.name} ({broken.package}): {broken.reason}")

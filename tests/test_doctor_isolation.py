@@ -14,7 +14,7 @@ SELF_TEST = Path(__file__).resolve().parents[1] / "conformance" / "tests"
 PLUGINS = f'''
 import ctypes, sys
 sys.path.insert(0, {str(SELF_TEST)!r})
-from broken_backend import ZeroKernel
+from broken_backend import PropertyFlusher, ZeroKernel
 from ember_core.plugins import ABI_MAJOR, ABI_MINOR, PluginInfo, hookimpl
 
 
@@ -37,7 +37,7 @@ class Liar(ZeroKernel):
                           manifest={str(Path("MANIFEST"))!r}, package="ember-liar")
 
 
-crashy, liar = Crashy(), Liar()
+crashy, liar, propflush = Crashy(), Liar(), PropertyFlusher()
 '''
 
 
@@ -75,3 +75,15 @@ def test_backends_exits_non_zero_on_a_lying_manifest(tmp_path: Path) -> None:
 def test_backends_exits_zero_when_a_device_is_only_unavailable(tmp_path: Path) -> None:
     proc = _ember(_install(tmp_path), "backends")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_doctor_prints_each_devices_numerics_settings(tmp_path: Path) -> None:
+    """Whatever a plugin reports under the numerics keys (float controls, subnormal modes) is printed under
+    its device, nested mappings as dotted keys; the cpu reports none, so nothing follows its line."""
+    proc = _ember(_install(tmp_path, "propflush"), "doctor")
+    lines = proc.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "propflush:0" in line)
+    assert lines[at + 1:at + 3] == ["      float_controls.denorm_preserve_float32 = False",
+                                    "      float32_subnormals = flushed"]
+    cpu = next(i for i, line in enumerate(lines) if line.startswith("PASS  cpu"))
+    assert not lines[cpu + 1].startswith(" ")
