@@ -1,0 +1,192 @@
+"""ember-gpu's own tiled GEMM (csrc/eg_gemm.h) on the host, against numpy float64 (complex128) computed
+from the very values the kernel reads: hypothesis over m, n, k (1, tile multiples and the sizes around
+them), every operand's layout (row-major, transposed, gapped on both dims, flipped, a broadcast batch),
+batch counts, alpha and beta, in every dtype the kernel serves.
+
+Tolerance: the error bound of a fused multiply-add chain of k steps in the accumulation type u (float32
+for float16 / bfloat16 / float32 / complex64, float64 otherwise), ``(k + 2) * u * (|alpha| |a| @ |b| +
+|beta| |c|)``, plus one rounding to c's dtype: a half type accumulated in itself fails it.  And what
+the bound cannot show: the bits do not depend on the grid, beta 0 never reads c, k 0 writes beta c."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ember_gpu import gen_gemm
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from test_kernels_host import HOST_DIR, NUMPY, HostKernels, _bf16_bits, _bf16_values
+
+BLOCK = 256
+DTYPES = list(gen_gemm.TILES)
+ACCUMULATION_EPS = {"float16": 2.0**-24, "bfloat16": 2.0**-24, "float32": 2.0**-24, "complex64": 2.0**-24,
+                    "float64": 2.0**-53, "complex128": 2.0**-53}
+STORAGE_EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "complex64": 2.0**-24,
+               "float64": 2.0**-53, "complex128": 2.0**-53}
+LAYOUTS = ("row", "column", "gapped", "flipped")
+
+
+@pytest.fixture(scope="module")
+def host() -> HostKernels:
+    return HostKernels(HOST_DIR)
+
+
+def test_the_kernels_are_every_floating_dtype_of_matmul() -> None:
+    from ember_core.ops.registry import REGISTRY
+
+    floating = {d.name for d in REGISTRY["matmul"].dtypes if d.name.startswith(("float", "bfloat", "complex"))}
+    assert set(DTYPES) == floating
+    assert gen_gemm.sources()["gemm"].kernels == [f"eg_gemm_{d}" for d in DTYPES]
+    for tile in gen_gemm.TILES.values():  # one micro-tile per thread of an EG_BLOCK block
+        assert (tile.bm // tile.tm) * (tile.bn // tile.tn) == BLOCK
+
+
+# ---- operands ----------------------------------------------------------------------------------------
+
+
+def _store(values: np.ndarray, dtype: str) -> np.ndarray:
+    """values (float64 / complex128) rounded to dtype, in its storage form (bfloat16 as bits)."""
+    if dtype == "bfloat16":
+        return _bf16_bits(values.astype(np.float32))
+    return values.astype(NUMPY[dtype])
+
+
+def _wide(stored: np.ndarray, dtype: str) -> np.ndarray:
+    """What the stored elements are, as float64 / complex128."""
+    if dtype == "bfloat16":
+        return _bf16_values(stored).astype(np.float64)
+    return stored.astype(np.complex128 if dtype.startswith("complex") else np.float64)
+
+
+def operand(rng: np.random.Generator, dtype: str, shape: tuple[int, int, int], layout: str,
+            broadcast: bool = False, fill: float | None = None) -> np.ndarray:
+    """A (batch, rows, cols) view in ``layout`` over a fresh buffer, in storage form; ``broadcast``:
+    one matrix read for every batch entry (stride 0)."""
+    batch, rows, cols = shape
+    stored_batch = 1 if broadcast else batch
+    if layout == "column":
+        base_shape = (stored_batch, cols, rows)
+    elif layout == "gapped":
+        base_shape = (stored_batch, 2 * rows, 3 * cols)
+    else:
+        base_shape = (stored_batch, rows, cols)
+    values = rng.standard_normal(base_shape)
+    if dtype.startswith("complex"):
+        values = values + 1j * rng.standard_normal(base_shape)
+    if fill is not None:
+        values[...] = fill
+    base = _store(values, dtype)
+    view = {"row": base, "column": base.swapaxes(1, 2), "gapped": base[:, ::2, ::3],
+            "flipped": base[:, ::-1, :]}[layout]
+    return np.broadcast_to(view, shape) if broadcast else view
+
+
+def gemm(host: HostKernels, dtype: str, c: np.ndarray, a: np.ndarray, b: np.ndarray, alpha: complex = 1.0,
+         beta: complex = 0.0, grid: int = 3) -> None:
+    """c = alpha * a @ b + beta * c on the host kernel, every operand where its view lies."""
+    if not dtype.startswith("complex"):  # (a real dtype's scalars are real)
+        alpha, beta = complex(alpha).real, complex(beta).real
+    args = host.ffi.new("eg_gemm_args *")
+    args.c, args.a, args.b = host.pointer(c), host.pointer(a), host.pointer(b)
+    args.batch, args.m, args.n, args.k = c.shape[0], c.shape[1], c.shape[2], a.shape[2]
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        getattr(args, f"{name}_strides")[0:3] = [s // x.itemsize for s in x.strides]
+    args.alpha[0:2] = [complex(alpha).real, complex(alpha).imag]
+    args.beta[0:2] = [complex(beta).real, complex(beta).imag]
+    host.launch(f"eg_gemm_{dtype}", args, grid, BLOCK)
+
+
+def check(dtype: str, got: np.ndarray, a: np.ndarray, b: np.ndarray, c_before: np.ndarray, alpha: complex,
+          beta: complex) -> None:
+    wa, wb, wc = _wide(a, dtype), _wide(b, dtype), _wide(c_before, dtype)
+    if not dtype.startswith("complex"):
+        alpha, beta = complex(alpha).real, complex(beta).real
+    want = alpha * (wa @ wb) + (beta * wc if beta else 0)
+    size = abs(alpha) * (np.abs(wa) @ np.abs(wb)) + abs(beta) * np.abs(wc)
+    k = a.shape[2]
+    bound = (k + 2) * ACCUMULATION_EPS[dtype] * size * (2 if dtype.startswith("complex") else 1) \
+        + STORAGE_EPS[dtype] * np.abs(want) + 1e-300
+    error = np.abs(_wide(got, dtype) - want)
+    bad = ~(error <= bound)
+    assert not bad.any(), f"{dtype}: {error[bad][:4]} over the bound {bound[bad][:4]} (of {bad.sum()} elements)"
+
+
+# ---- the property ------------------------------------------------------------------------------------
+
+SIZES = st.one_of(st.sampled_from([1, 2, 63, 64, 65, 127, 128, 129]), st.integers(1, 140))
+
+
+@settings(max_examples=24, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(dtype=st.sampled_from(DTYPES), m=SIZES, n=SIZES, k=st.one_of(st.sampled_from([1, 8, 9]), st.integers(1, 40)),
+       batch=st.integers(1, 3), layouts=st.tuples(*[st.sampled_from(LAYOUTS)] * 3),
+       broadcast=st.tuples(st.booleans(), st.booleans()), alpha=st.sampled_from([1.0, -0.5, 3.0 - 2.0j]),
+       beta=st.sampled_from([0.0, 1.0, -0.75 + 0.5j]), seed=st.integers(0, 2**16))
+@example(dtype="float32", m=1, n=1, k=1, batch=1, layouts=("row",) * 3, broadcast=(False, False), alpha=1.0,
+         beta=0.0, seed=0)
+@example(dtype="float64", m=129, n=65, k=17, batch=2, layouts=("column", "gapped", "column"),
+         broadcast=(True, False), alpha=-0.5, beta=1.0, seed=1)
+def test_gemm_equals_numpy_for_any_shape_layout_and_scalars(host, dtype, m, n, k, batch, layouts, broadcast, alpha,
+                                                            beta, seed) -> None:
+    rng = np.random.default_rng(seed)
+    a = operand(rng, dtype, (batch, m, k), layouts[0], broadcast[0])
+    b = operand(rng, dtype, (batch, k, n), layouts[1], broadcast[1])
+    c = operand(rng, dtype, (batch, m, n), "flipped" if layouts[2] == "flipped" else layouts[2])
+    before = c.copy()
+    gemm(host, dtype, c, a, b, alpha, beta)
+    check(dtype, c, a, b, before, alpha, beta)
+
+
+# ---- what the bound cannot show ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_accumulates_in_float32(host, dtype) -> None:
+    """4096 ones summed: a float16 accumulator stops at 2048 and a bfloat16 one at 256; float32's is exact."""
+    rng = np.random.default_rng(0)
+    a = operand(rng, dtype, (1, 3, 4096), "row", fill=1.0)
+    b = operand(rng, dtype, (1, 4096, 5), "column", fill=1.0)
+    c = operand(rng, dtype, (1, 3, 5), "row")
+    gemm(host, dtype, c, a, b)
+    assert (_wide(c, dtype) == 4096.0).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_bits_do_not_depend_on_the_grid(host, dtype) -> None:
+    rng = np.random.default_rng(1)
+    a = operand(rng, dtype, (2, 150, 37), "row")
+    b = operand(rng, dtype, (2, 37, 140), "column")
+    results = []
+    for grid in (1, 4, 64):
+        c = np.zeros((2, 150, 140), a.dtype)
+        gemm(host, dtype, c, a, b, grid=grid)
+        results.append(c)
+    assert all(np.array_equal(r.view(np.uint8), results[0].view(np.uint8)) for r in results)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_beta_zero_never_reads_c_and_k_zero_writes_beta_c(host, dtype) -> None:
+    rng = np.random.default_rng(2)
+    a = operand(rng, dtype, (1, 70, 5), "row")
+    b = operand(rng, dtype, (1, 5, 130), "row")
+    c = operand(rng, dtype, (1, 70, 130), "row", fill=np.nan)
+    gemm(host, dtype, c, a, b, beta=0.0)
+    assert not np.isnan(_wide(c, dtype)).any()
+    before = operand(rng, dtype, (1, 70, 130), "column")
+    c = before.copy()
+    gemm(host, dtype, c, a[:, :, :0], b[:, :0, :], alpha=2.0, beta=-0.5)
+    assert np.array_equal(_wide(c, dtype), _wide(_store(-0.5 * _wide(before, dtype), dtype), dtype))
+
+
+def test_rows_and_columns_past_the_matrix_are_left_alone(host) -> None:
+    """c is a window of a bigger array: the tiles' overhang (65 of 128 rows, 3 of 128 columns) writes nothing."""
+    rng = np.random.default_rng(3)
+    whole = np.full((1, 80, 20), 7.0, np.float32)
+    window = whole[:, 5:70, 4:7]
+    a = operand(rng, "float32", (1, 65, 9), "row")
+    b = operand(rng, "float32", (1, 9, 3), "row")
+    gemm(host, "float32", window, a, b)
+    outside = np.ones(whole.shape, bool)
+    outside[:, 5:70, 4:7] = False
+    assert (whole[outside] == 7.0).all()
+    check("float32", window, a, b, window, 1.0, 0.0)
