@@ -13,7 +13,7 @@ import pytest
 
 import ember_core as em
 from ember_core import plugins
-from ember_core.backend_kit import HostMemoryBackend
+from ember_core.backend_kit import DeviceMemoryBackend, HostMemoryBackend
 from ember_core.plugins import ABI_MAJOR, ABI_MINOR, PluginInfo, hookimpl
 
 
@@ -55,6 +55,76 @@ def test_a_class_or_an_instance_registers_and_host_memory_works(registered, as_c
     stats = em.Device("kit", 0).backend.hooks["ember_memory_stats"](em.Device("kit", 0))
     assert stats["allocated_bytes"] >= data.nbytes and stats["peak_bytes"] >= stats["allocated_bytes"]
     assert x.__dlpack_device__() == (1, 0)  # host-addressable: DLPack's kDLCPU
+
+
+class FakeDriver(DeviceMemoryBackend):
+    """Device memory as a dict of bytearrays at made-up addresses: nothing the host could
+    dereference, every byte moved by the five driver calls."""
+
+    name = "cardmem"
+
+    def __init__(self, capacity: int = 1 << 20) -> None:
+        super().__init__()
+        self.blocks: dict[int, bytearray] = {}
+        self.capacity, self.next_address = capacity, 0x1000
+
+    def _find(self, address: int) -> tuple[bytearray, int]:
+        base = max(a for a in self.blocks if a <= address)
+        return self.blocks[base], address - base
+
+    def device_malloc(self, device: Any, nbytes: int) -> int:
+        if sum(map(len, self.blocks.values())) + nbytes > self.capacity:
+            return 0
+        address, self.next_address = self.next_address, self.next_address + nbytes + 0x1000
+        self.blocks[address] = bytearray(nbytes)
+        return address
+
+    def device_free(self, device: Any, address: int) -> None:
+        del self.blocks[address]
+
+    def device_copy_from_host(self, device: Any, dst: int, src: memoryview) -> None:
+        block, at = self._find(dst)
+        block[at:at + src.nbytes] = src.cast("B")
+
+    def device_copy_to_host(self, device: Any, dst: memoryview, src: int) -> None:
+        block, at = self._find(src)
+        dst.cast("B")[:] = block[at:at + dst.nbytes]
+
+    def device_copy_on_device(self, device: Any, dst: int, src: int, nbytes: int) -> None:
+        (to, at), (source, frm) = self._find(dst), self._find(src)
+        to[at:at + nbytes] = source[frm:frm + nbytes]
+
+    @hookimpl
+    def ember_plugin_info(self) -> PluginInfo:
+        return PluginInfo(name=self.name, version="0", abi=(ABI_MAJOR, ABI_MINOR), device_types=(self.name,))
+
+    @hookimpl
+    def ember_kernels(self, device_type: str) -> dict[str, Any]:
+        return {}
+
+
+def test_device_memory_moves_every_byte_through_the_driver_calls(registered):
+    driver = FakeDriver()
+    registered(driver)
+    data = np.arange(12, dtype=np.float64).reshape(3, 4)
+    x = em.asarray(data, device="cardmem")
+    with pytest.raises(em.DeviceError, match=r"to_device\('cpu'\)"):  # not host memory: nothing to alias
+        x.__dlpack_device__()
+    with em.fallback_policy("allow"):
+        np.testing.assert_array_equal((x * 2).to_device("cpu").numpy(), data * 2)
+    np.testing.assert_array_equal(x[1:, ::2].to_device("cpu").numpy(), data[1:, ::2])
+    device = em.Device("cardmem", 0)
+    assert device.backend.hooks["ember_device_properties"](device)["memory"] == "device"
+    live = len(driver.blocks)
+    del x
+    em.empty_cache()
+    assert len(driver.blocks) < live  # freed through the driver
+
+
+def test_a_full_device_raises_memory_error_with_what_to_do(registered):
+    registered(FakeDriver(capacity=1024))
+    with pytest.raises(MemoryError, match=r"out of memory allocating 8000 bytes on cardmem:0.*empty_cache"):
+        em.zeros((1000,), dtype=em.float64, device="cardmem")
 
 
 def test_an_exception_in_a_hook_is_a_plugin_error_naming_plugin_and_hook(registered):

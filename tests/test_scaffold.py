@@ -21,12 +21,13 @@ def test_generates_a_complete_package_with_no_placeholder_left(tmp_path, memory)
         "src/ember_acme/__init__.py", "src/ember_acme/plugin.py", "src/ember_acme/kernels.py",
         "src/ember_acme/manifest.toml", "src/ember_acme/csrc/kernels.c",
         "src/ember_acme/csrc/ember.h", "src/ember_acme/csrc/ember_kit.h", "src/ember_acme/csrc/ember_cdef.h",
-    }
+    } | ({"src/ember_acme/csrc/memory.c"} if memory == "device" else set())
     for path in root.rglob("*"):
         if path.is_file() and path.suffix != ".h":
             assert "$" not in path.read_text().replace("$dist", ""), path
     assert '[kernels.acmegpu]' in (root / "src/ember_acme/manifest.toml").read_text()
-    assert ("ember_host_address = None" in (root / "src/ember_acme/plugin.py").read_text()) == (memory == "device")
+    base = {"host": "HostMemoryBackend", "device": "DeviceMemoryBackend"}[memory]
+    assert f"class Plugin({base}):" in (root / "src/ember_acme/plugin.py").read_text()
 
 
 def test_generated_python_is_ruff_clean(tmp_path):

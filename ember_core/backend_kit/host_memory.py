@@ -50,18 +50,21 @@ class HostMemoryBackend:
     def ember_device_properties(self, device: Any) -> Mapping[str, Any]:
         return {"name": self.device_name, "memory": "host"}
 
-    @hookimpl
-    def ember_alloc(self, device: Any, nbytes: int) -> HostBlock:
-        block = HostBlock(nbytes)
+    def _account(self, device: Any, nbytes: int) -> None:
+        """Count ``nbytes`` more (or, negative, fewer) live bytes on ``device`` for ember_memory_stats."""
         with self._lock:
             live = self._allocated[str(device)] = self._allocated.get(str(device), 0) + nbytes
             self._peak[str(device)] = max(self._peak.get(str(device), 0), live)
+
+    @hookimpl
+    def ember_alloc(self, device: Any, nbytes: int) -> HostBlock:
+        block = HostBlock(nbytes)
+        self._account(device, nbytes)
         return block
 
     @hookimpl
     def ember_free(self, device: Any, handle: HostBlock) -> None:
-        with self._lock:
-            self._allocated[str(device)] -= handle.nbytes
+        self._account(device, -handle.nbytes)
 
     @hookimpl
     def ember_memory_stats(self, device: Any) -> Mapping[str, int]:

@@ -17,19 +17,47 @@ MEMORY = {
     "host": {
         "memory_words": "memory the host addresses",
         "memory_doc": "Devices whose memory the host addresses: HostMemoryBackend supplies every device hook.",
+        "memory_base": "HostMemoryBackend",
         "memory_body": "",
     },
     "device": {
         "memory_words": "a separate memory space, reached through explicit copies",
-        "memory_doc": "Devices with their own memory: the host reaches it only through the copy hooks.",
-        # the host-memory base stands in for a driver until the vendor's own allocator and copies replace it
-        "memory_body": (
-            "\n    # Replace ember_alloc / ember_free / ember_copy_* (HostMemoryBackend) with your driver's calls;\n"
-            "    # until then they run on host memory.  The host may not address this memory:\n"
-            "    ember_host_address = None\n"
-        ),
+        "memory_doc": ("Devices with their own memory: DeviceMemoryBackend supplies the device hooks over the five\n"
+                       "    driver calls below (csrc/memory.c, where host memory stands in for a driver)."),
+        "memory_base": "DeviceMemoryBackend",
+        "memory_body": """
+    def device_malloc(self, device: Any, nbytes: int) -> int:
+        from $package._native import ffi, lib
+
+        address = ffi.new("uint64_t *")
+        return address[0] if lib.${prefix}_mem_alloc(nbytes, address) == lib.EMBER_OK else 0
+
+    def device_free(self, device: Any, address: int) -> None:
+        from $package._native import lib
+
+        lib.${prefix}_mem_free(address)
+
+    def device_copy_from_host(self, device: Any, dst: int, src: memoryview) -> None:
+        from $package._native import ffi, lib
+        from $package.kernels import check
+
+        check(lib.${prefix}_mem_copy_from_host(dst, ffi.from_buffer(src), src.nbytes), "copy_from_host")
+
+    def device_copy_to_host(self, device: Any, dst: memoryview, src: int) -> None:
+        from $package._native import ffi, lib
+        from $package.kernels import check
+
+        check(lib.${prefix}_mem_copy_to_host(ffi.from_buffer(dst), src, dst.nbytes), "copy_to_host")
+
+    def device_copy_on_device(self, device: Any, dst: int, src: int, nbytes: int) -> None:
+        from $package._native import lib
+        from $package.kernels import check
+
+        check(lib.${prefix}_mem_copy_on_device(dst, src, nbytes), "copy_on_device")
+""",
     },
 }
+ONLY_FOR_MEMORY = {"src/package/csrc/memory.c": "device"}  # templates written for one memory kind only
 
 
 class ScaffoldError(ValueError):
@@ -51,8 +79,11 @@ def new_backend(name: str, dest: str | Path = ".", device_type: str | None = Non
         raise ScaffoldError(f"{root} already exists; remove it or choose another --dest")
     values = {"name": name, "dist": f"ember-{name}", "package": f"ember_{name}", "prefix": name,
               "device_type": device_type, "memory": memory, **MEMORY[memory]}
+    values["memory_body"] = Template(values["memory_body"]).substitute(values)
     for template in sorted(TEMPLATES.rglob("*.tmpl")):
         relative = template.relative_to(TEMPLATES).with_suffix("")
+        if ONLY_FOR_MEMORY.get(str(relative), memory) != memory:
+            continue
         target = root / str(relative).replace("package", values["package"], 1)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(Template(template.read_text()).substitute(values))
