@@ -434,45 +434,6 @@ typedef struct {
     double alpha[2];
     double beta[2];
 } eg_gemm_args;
-/* conv2d, conv2d_input_grad, conv2d_weight_grad and linear's store (eg_conv.h): eg_conv_<kernel>_<dtype>,
- * real floating, every tensor contiguous: x (batch, channels, height, width), weight (out_channels,
- * channels / groups, kernel_h, kernel_w), grad_output and conv2d's out (batch, out_channels, out_h,
- * out_w); bias (out_channels,) or NULL.  Kernels, what they read -> what they write:
- *   im2col: x -> cols, row (c * kernel_h + k) * kernel_w + j of image n at n * col_image + row * col_row
- *     (out_h * out_w values each); col2im: cols (the same layout) -> out (x's shape), each element the
- *     sum of its taps; epilogue: out in place, + bias, relu when relu is 1 (linear: out_h = out_w = 1);
- *   direct: x, weight, bias, relu -> out (conv2d); direct_input_grad: grad_output, weight -> out (x's
- *     shape); direct_weight_grad: x, grad_output -> out (weight's shape).
- * A thread per element written (any 1-d block and grid, grid-stride), except direct_weight_grad: a
- * block of exactly EG_BLOCK threads per weight element (any grid).  Nothing to write: do not launch. */
-typedef struct {
-    void *out;
-    void *cols;
-    const void *x;
-    const void *weight;
-    const void *grad_output;
-    const void *bias;
-    long long batch;
-    long long channels;
-    long long height;
-    long long width;
-    long long out_channels;
-    long long out_h;
-    long long out_w;
-    long long kernel_h;
-    long long kernel_w;
-    long long stride_h;
-    long long stride_w;
-    long long pad_h;
-    long long pad_w;
-    long long dilation_h;
-    long long dilation_w;
-    long long groups;
-    long long col_image;               /* elements (im2col, col2im) */
-    long long col_row;
-    int relu;
-    int reserved;
-} eg_conv_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */
