@@ -215,3 +215,16 @@ def test_kit_header_compiles_and_its_conversions_follow_ember(tmp_path: Path):
     torch = pytest.importorskip("torch")
     bf16 = torch.from_numpy(values).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
     assert [lib.to_bf16(v) for v in values] == bf16.tolist()
+
+
+def test_a_manifest_declares_determinism_per_claimed_op(tmp_path):
+    from ember_core.plugins import load_manifest
+
+    manifest = tmp_path / "manifest.toml"
+    manifest.write_text('[kernels.acme]\nadd = ["float32"]\nsum = ["float32"]\n\n[deterministic.acme]\nadd = true\n'
+                        'sum = false\n')
+    assert load_manifest(manifest, "ember-acme").deterministic == {"acme": {"add": True, "sum": False}}
+    for wrong in ("multiply = true", 'add = "yes"'):
+        manifest.write_text(f'[kernels.acme]\nadd = ["float32"]\n\n[deterministic.acme]\n{wrong}\n')
+        with pytest.raises(em.PluginError, match=r"\[deterministic.acme\] .* true or false for an op claimed"):
+            load_manifest(manifest, "ember-acme")

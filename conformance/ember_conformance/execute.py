@@ -84,6 +84,27 @@ def declared_xfail(device_type: str, op: str, dtype: str, sample: str) -> str | 
     return None
 
 
+def declared_deterministic(device_type: str, provider: str | None, op: str) -> str | None:
+    """The serving plugin's package when its manifest declares ``op`` deterministic on this device type."""
+    from ember_core.plugins import MANAGER
+
+    backend = MANAGER.backends.get(provider or "")
+    if backend is not None and backend.manifest.deterministic.get(device_type, {}).get(op) is True:
+        return backend.package
+    return None
+
+
+def _bits_differ(first: Any, second: Any) -> int:
+    """How many output elements differ in their bits between two runs (NaN payloads included)."""
+    differing = 0
+    for a, b in zip(_flatten(first), _flatten(second)):
+        x, y = np.ascontiguousarray(to_numpy(a)), np.ascontiguousarray(to_numpy(b))
+        rows = max(x.size, 1)
+        differing += int(np.count_nonzero((x.view(np.uint8).reshape(rows, -1) != y.view(np.uint8).reshape(rows, -1))
+                                          .any(axis=1))) if x.size else 0
+    return differing
+
+
 def _ledger(device: str) -> dict[str, int]:
     """Fallback calls per op on this device (the ledger names devices with their index: ``zero:0``)."""
     import ember_core as em
@@ -253,6 +274,13 @@ def _run(res: verdicts.CaseResult, op: str, dtype: str, sample: Sample, device: 
     if not cmp.ok and reference is not None and (package := declared_ftz(device, dtype)):
         if _flushing_explains(op, sample, dtype, result, expected, np_args, reference):
             res.extra["declared"] = f"within the declared flush-to-zero of {dtype} subnormals ({package})"
+    if cmp.ok and res.how == "native" and (package := declared_deterministic(device_type, res.provider, op)):
+        differing = _bits_differ(result, _call(op, sample, device)[0])
+        if differing:
+            res.verdict = verdicts.FAIL
+            res.message = (f"declared deterministic ({package}), but a second run with the same inputs differs in "
+                           f"{differing} element(s)")
+            return
     if cmp.ok and res.how in ("composite", "core") and fell_back:
         res.verdict = verdicts.FALLBACK
         res.message = f"correct, but {', '.join(fell_back)} ran on the host through the fallback"

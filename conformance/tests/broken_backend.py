@@ -241,3 +241,34 @@ class PropertyKeeper(PropertyFlusher):
     does not hold there, so the flush is an undeclared deviation."""
 
     subnormals = "preserved"
+
+
+_RUNS = [0]
+
+
+def _wobbly_add(out: Any, a: Any, b: Any) -> None:
+    """a + b, one ulp off in its first element on every other call (a sum whose order depends on timing)."""
+    _RUNS[0] += 1
+    result = _view(a) + _view(b)
+    if _RUNS[0] % 2 and result.size:
+        result.reshape(-1)[0] = np.nextafter(result.reshape(-1)[0], np.inf)
+    _view(out)[...] = result
+
+
+class Wobbly(ZeroKernel):
+    """Declares add deterministic, yet its bits vary between runs: a failure although each run is
+    within tolerance.  Its multiply is declared too, and is."""
+
+    name = "wobbly"
+    device_types = ("wobbly",)
+
+    @hookimpl
+    def ember_plugin_info(self) -> PluginInfo:
+        return PluginInfo(name=self.name, version="0.0.1", abi=(ABI_MAJOR, ABI_MINOR), device_types=self.device_types,
+                          manifest=MANIFEST.with_name("wobbly_manifest.toml"), package=f"ember-{self.name}")
+
+    @hookimpl
+    def ember_kernels(self, device_type: str) -> dict[str, Any]:
+        if device_type != self.name:
+            return {}
+        return {"full": _full, "copy": _copy, "add": _wobbly_add, "multiply": _multiply}

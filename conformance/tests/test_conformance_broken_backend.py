@@ -187,3 +187,11 @@ def test_ftz_declared_for_devices_reporting_a_property(tmp_path: Path, backend: 
         assert code == 1
         assert numerics["verdict"] == "fail" and "undeclared" in numerics["message"]
         assert extremes["verdict"] == "fail"
+
+
+def test_a_kernel_declared_deterministic_must_repeat_its_bits(tmp_path: Path) -> None:
+    code, _, cases = _run(tmp_path, "Wobbly", "wobbly", "--level", "1", "--ops", "add,multiply", "--dtypes", "float32")
+    add, multiply = cases["L1/add/float32/same-shape"], cases["L1/multiply/float32/same-shape"]
+    assert code == 1
+    assert add["verdict"] == "fail" and "declared deterministic (ember-wobbly), but a second run" in add["message"]
+    assert multiply["verdict"] == "pass"

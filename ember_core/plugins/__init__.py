@@ -67,6 +67,8 @@ class Manifest:
     priority: int
     kernels: dict[str, dict[str, frozenset]]  # device_type -> op -> dtypes
     xfail: dict[str, dict[str, str]]  # device_type -> "op:dtype" -> reason
+    deterministic: dict[str, dict[str, bool]] = field(default_factory=dict)  # device_type -> op -> same bits
+    # on every run with the same inputs and device (no float atomics, no order set by timing); unlisted: undeclared
 
 
 @dataclass
@@ -500,7 +502,14 @@ def load_manifest(path: str | Path | None, label: str) -> Manifest:
             except RegistryError as exc:
                 raise PluginError(f"{label}: {path}: [kernels.{device_type}] {op}: {exc}") from None
     xfail = {dt: dict(entries) for dt, entries in data.get("xfail", {}).items()}
-    return Manifest(priority=priority, kernels=kernels, xfail=xfail)
+    deterministic: dict[str, dict[str, bool]] = {}
+    for device_type, flags in data.get("deterministic", {}).items():
+        for op, flag in flags.items():
+            if op not in kernels.get(device_type, {}) or not isinstance(flag, bool):
+                raise PluginError(f"{label}: {path}: [deterministic.{device_type}] {op} = {flag!r}: each entry is "
+                                  f"true or false for an op claimed in [kernels.{device_type}]")
+        deterministic[device_type] = dict(flags)
+    return Manifest(priority=priority, kernels=kernels, xfail=xfail, deterministic=deterministic)
 
 
 def _describe(exc: BaseException) -> str:
