@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from ember_gpu.codegen import DTYPES, HEADER, DType, Source
 
+POOL_OPS = ("max_pool2d", "max_pool2d_grad", "max_pool2d_select", "avg_pool2d", "avg_pool2d_grad",
+            "adaptive_avg_pool2d")  # csrc/eg_pool.h: eg_pool_<op>_<dtype>
+
 # image -> (its kernels' prefixes, each followed by _<dtype>; the registry ops they serve)
 IMAGES = {
     "softmax": (("eg_softmax_softmax", "eg_softmax_log_softmax"), ("softmax", "log_softmax")),
@@ -15,6 +18,7 @@ IMAGES = {
     "norm": (("eg_norm_rows", "eg_batchnorm_train"), ("layer_norm", "group_norm", "batch_norm_train")),
     "dropout": (("eg_dropout_dropout",), ("dropout",)),
     "optim": (("eg_update_sgd", "eg_update_adam"), ("sgd_step", "adam_step")),
+    "pool": (tuple(f"eg_pool_{op}" for op in POOL_OPS), POOL_OPS),
 }
 
 

@@ -41,6 +41,8 @@
  *   eg_dropout_dropout_<dtype>              real floating, on the Philox stream: eg_dropout_args
  *   eg_gemm_<dtype>                         ember's own tiled GEMM, real and complex floating:
  *                                            eg_gemm_args (below)
+ *   eg_pool_<op>_<dtype>                    max_pool2d, max_pool2d_grad, max_pool2d_select, avg_pool2d,
+ *                                            avg_pool2d_grad, adaptive_avg_pool2d, real floating: eg_pool_args
  *   take, put, matmul: any 1-d block and grid, one thread per output element (take, matmul) or
  *   per (outer, inner) pair (put); with no elements, do not launch.  nonzero: block at most
  *   EG_BLOCK threads, grid exactly ceil(total / chunk) blocks (no grid-stride; e.g. chunk =
@@ -434,6 +436,34 @@ typedef struct {
     double alpha[2];
     double beta[2];
 } eg_gemm_args;
+/* 2-d pooling (eg_pool.h): eg_pool_<op>_<dtype>, op max_pool2d, max_pool2d_grad, max_pool2d_select,
+ * avg_pool2d, avg_pool2d_grad or adaptive_avg_pool2d, real floating.  planes (N * C) planes of x's
+ * size (h, w) and of the pooled size (oh, ow), every tensor contiguous.  out is pooled-sized (the
+ * forward ops, select) or x-sized (the gradients); x holds x (the forward ops), grad_output (the
+ * gradients, pooled-sized) or values (select, x-sized); ref is x for max_pool2d_grad and select (its
+ * window maxima pick), else NULL.  The window: kernel (kh, kw), stride, padding, dilation (1 for avg
+ * and adaptive; adaptive reads none of them), count_include_pad 0 or 1 (avg).  A thread per element
+ * of out, any 1-d block and grid; no elements: do not launch. */
+typedef struct {
+    void *out;
+    const void *x;
+    const void *ref;
+    long long planes;
+    long long h;
+    long long w;
+    long long oh;
+    long long ow;
+    long long kh;
+    long long kw;
+    long long sh;
+    long long sw;
+    long long ph;
+    long long pw;
+    long long dh;
+    long long dw;
+    int count_include_pad;
+    int reserved;
+} eg_pool_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */

@@ -132,5 +132,6 @@ static EG_HD EG_INLINE bool eg_signbit(double x) { return (eg_f64_bits(x) >> 63)
 #include "eg_norm.h"
 #include "eg_optim.h"
 #include "eg_gemm.h"
+#include "eg_pool.h"
 
 #endif /* EG_PRELUDE_H */

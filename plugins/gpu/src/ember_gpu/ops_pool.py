@@ -1,0 +1,97 @@
+"""2-d pooling with kernels of its own (csrc/eg_pool.h, eg_pool_<op>_<dtype>): max_pool2d, its gradient and
+select (double backward), avg_pool2d and its gradient, adaptive_avg_pool2d.  nn.toml hands these kernels
+contiguous NCHW tensors, the window already normalized to (h, w) pairs.  A thread per element of the
+output; the gradients are gathers (each input element sums the windows that hold it in a fixed order),
+so they are deterministic without atomics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember_gpu.gen_nn import POOL_OPS
+from ember_gpu.ops import BLOCK_SHAPE, Entry, OpLayer
+
+_NO_WINDOW = {"kernel_size": (1, 1), "stride": (1, 1), "padding": (0, 0), "dilation": (1, 1)}
+
+
+def _launch(layer: OpLayer, op: str, out: Any, x: Any, ref: Any, big: Any, small: Any, window: dict[str, Any],
+            count_include_pad: bool = False) -> None:
+    """One launch of eg_pool_<op> over out's elements: big is the x-sized tensor, small the pooled one."""
+    if not out._numel:
+        return
+    ops = layer.device_ops(out)
+    n, c, h, w = big._shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (window[k] for k in ("kernel_size", "stride", "padding", "dilation"))
+    layer.kernel(ops, f"eg_pool_{op}_{out._dtype.name}")(ops.grid(out._numel), BLOCK_SHAPE, {
+        "out": layer.address(ops, out), "x": layer.address(ops, x),
+        "ref": 0 if ref is None else layer.address(ops, ref),
+        "planes": n * c, "h": h, "w": w, "oh": small._shape[2], "ow": small._shape[3], "kh": kh, "kw": kw,
+        "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw, "count_include_pad": int(count_include_pad)})
+
+
+def _window(kernel_size: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+            dilation: tuple[int, int] = (1, 1)) -> dict[str, Any]:
+    return {"kernel_size": kernel_size, "stride": stride, "padding": padding, "dilation": dilation}
+
+
+def max_pool2d(layer: OpLayer) -> Any:
+    def kernel(out: Any, x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+               ceil_mode: bool) -> None:
+        _launch(layer, "max_pool2d", out, x, None, x, out, _window(kernel_size, stride, padding, dilation))
+
+    return kernel
+
+
+def max_pool2d_grad(layer: OpLayer) -> Any:
+    def kernel(out: Any, grad_output: Any, x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+               ceil_mode: bool) -> None:
+        _launch(layer, "max_pool2d_grad", out, grad_output, x, x, grad_output,
+                _window(kernel_size, stride, padding, dilation))
+
+    return kernel
+
+
+def max_pool2d_select(layer: OpLayer) -> Any:
+    def kernel(out: Any, values: Any, x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+               ceil_mode: bool) -> None:
+        _launch(layer, "max_pool2d_select", out, values, x, x, out, _window(kernel_size, stride, padding, dilation))
+
+    return kernel
+
+
+def avg_pool2d(layer: OpLayer) -> Any:
+    def kernel(out: Any, x: Any, *, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+               count_include_pad: bool) -> None:
+        _launch(layer, "avg_pool2d", out, x, None, x, out, _window(kernel_size, stride, padding), count_include_pad)
+
+    return kernel
+
+
+def avg_pool2d_grad(layer: OpLayer) -> Any:
+    def kernel(out: Any, grad_output: Any, *, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
+               count_include_pad: bool) -> None:
+        _launch(layer, "avg_pool2d_grad", out, grad_output, None, out, grad_output,
+                _window(kernel_size, stride, padding), count_include_pad)
+
+    return kernel
+
+
+def adaptive_avg_pool2d(layer: OpLayer) -> Any:
+    def kernel(out: Any, x: Any, *, output_size: Any) -> None:
+        _launch(layer, "adaptive_avg_pool2d", out, x, None, x, out, _NO_WINDOW)
+
+    return kernel
+
+
+MAKERS = {"max_pool2d": max_pool2d, "max_pool2d_grad": max_pool2d_grad, "max_pool2d_select": max_pool2d_select,
+          "avg_pool2d": avg_pool2d, "avg_pool2d_grad": avg_pool2d_grad, "adaptive_avg_pool2d": adaptive_avg_pool2d}
+assert tuple(MAKERS) == POOL_OPS  # one maker per kernel family gen_nn builds
+
+
+def kernels(layer: OpLayer) -> dict[str, Entry]:
+    table: dict[str, Entry] = {}
+    for op, make in MAKERS.items():
+        served = layer.served(f"eg_pool_{op}")
+        if served:
+            table[op] = make(layer), served
+    return table
