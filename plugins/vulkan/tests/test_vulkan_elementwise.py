@@ -63,6 +63,8 @@ def _binary_reference(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if op in ("floor_divide", "remainder") and a.dtype.kind in "iu":  # integer x / 0 gives 0 (ember's rule)
             safe = np.where(b == 0, 1, b)
             return np.where(b == 0, 0, getattr(np, op)(a, safe))
+        if op == "pow" and a.dtype.kind in "iu":  # negative exponents: ember-cpu's rule (numpy raises)
+            return np.asarray(em.asarray(a, device="cpu") ** em.asarray(b, device="cpu"))
         return getattr(np, op)(a, b)
 
 

@@ -80,6 +80,7 @@ BINARY: dict[str, tuple[tuple[str, ...], str]] = {
     "atan2": (FLOATS, "same"),
     "floor_divide": (NUMERIC, "same"),
     "remainder": (NUMERIC, "same"),
+    "pow": (NUMERIC, "same"),  # integers in binary.comp; floats in pow.comp (double precision)
     "bitwise_and": (("bool", *INTS), "same"),
     "bitwise_or": (("bool", *INTS), "same"),
     "bitwise_xor": (("bool", *INTS), "same"),
@@ -106,6 +107,8 @@ REDUCE: dict[str, tuple[tuple[str, ...], str]] = {
     "all": (DTYPES, "bool"),
 }
 ARG_REDUCE = ("argmax", "argmin")
+SORT = ("sort", "argsort")  # every dtype: keys, a bitonic network over (key, index) pairs, a gather
+SORT_NETWORK = "sort_network.pairs"
 SCAN = ("cumulative_sum", "cumulative_prod")  # inputs: DTYPES; integers and bool accumulate in int64
 MATMUL_DTYPES = NUMERIC
 MATMUL_DIRECT_BLOCKS = (8, 16)  # register blocks (RB x RB outputs per invocation) of matmul_direct.comp
@@ -174,6 +177,8 @@ def variants() -> list[Variant]:
     for dtypes, result in BINARY.values():
         for d in dtypes:
             add(_v("binary", {"A": d, "B": d, "O": d if result == "same" else "bool"}))
+    for d in FLOATS:
+        add(_v("pow", {"A": d, "B": d, "O": d}))
     for dtypes, result in REDUCE.values():
         for d in dtypes:
             final = d if result == "same" else "bool"
@@ -185,6 +190,9 @@ def variants() -> list[Variant]:
                 add(_v(template, {"A": partial, "O": partial}))
     for d in DTYPES:
         add(_v("scan", {"A": d, "O": scan_dtype(d)}))
+        add(_v("sort_keys", {"A": d}))
+        add(_v("sort_gather", {"A": d, "O": d}))
+    add(Variant(SORT_NETWORK, "sort_network", ()))  # no slots: named apart from its template's file
     for a, o in SUBGROUP_SUM_PAIRS:
         add(Variant(name_of("reduce_subgroup", A=a, O=o), "reduce", (("A", a), ("O", o)), (("SUBGROUP_SUM", "1"),)))
     for d in MATMUL_DTYPES:

@@ -30,6 +30,7 @@ ELEMENTWISE_RUN = 16  # innermost-dim elements one elementwise invocation walks 
 SCAN_WG = 64  # workgroup size of scan.comp
 SERIAL_WG = 64  # workgroup size of reduce_serial.comp
 SUM = catalog.op_code(catalog.REDUCE, "sum")
+SORT_BLOCK = 512  # (key, index) pairs sort_network.comp sorts in shared memory (two per invocation)
 MATMUL_THREADS = 16  # matmul.comp's workgroup is MATMUL_THREADS x MATMUL_THREADS
 MATMUL_DIRECT_WG = 16  # workgroup size of matmul_direct.comp (small: lavapipe spreads workgroups over its threads)
 
@@ -97,6 +98,20 @@ def _binary(name: str) -> Callable[..., None]:
         _elementwise(name_of("binary", A=a.dtype.name, B=b.dtype.name, O=out.dtype.name), op, out, a, b)
 
     return kernel
+
+
+_integer_pow = _binary("pow")
+
+
+def pow_kernel(out: Any, a: Any, b: Any) -> Any:
+    """Integers in binary.comp; floats in pow.comp, which computes in double precision: declined (the next
+    provider serves it) on a device without shaderFloat64."""
+    d = out.dtype.name
+    if d not in catalog.FLOATS:
+        return _integer_pow(out, a, b)
+    if not _device(out).has_float64:
+        return NotImplemented
+    return _elementwise(name_of("pow", A=d, B=d, O=d), 0, out, a, b)
 
 
 def where(out: Any, cond: Any, a: Any, b: Any) -> None:
@@ -241,6 +256,67 @@ def _arg_reduce(name: str) -> Callable[..., None]:
     return kernel
 
 
+def _sort(name: str) -> Callable[..., None]:
+    argsort = int(name == "argsort")
+
+    def kernel(out: Any, x: Any, *, descending: bool) -> None:
+        """Stable sort / argsort along the last dim: (key, index) pairs per row, padded to a power of two,
+        through the bitonic network (sort_network.comp), then gathered into out."""
+        if out.size == 0:
+            return
+        dev = _device(out)
+        if x.ndim == 0:
+            x, out = x.reshape((1,)), out.reshape((1,))
+        row_len = x.shape[-1]
+        outer, (x_outer, out_outer) = coalesce(x.shape[:-1], x.strides[:-1], out.strides[:-1])
+        rows, span = math.prod(outer), max(2, 1 << (row_len - 1).bit_length())
+        if rows * span > MAX_ELEMENTS:
+            raise ShapeError(f"ember-vulkan sorts at most {MAX_ELEMENTS} elements at once (rows padded to a power "
+                             f"of two); this sort needs {rows * span}")
+        x_at, out_at = _address(dev, x), _address(dev, out)
+        with _scratch(dev, rows * span * 8) as keys, _scratch(dev, rows * span * 4) as index:
+            dev.dispatch(name_of("sort_keys", A=x.dtype.name), (dev.groups_for(rows * span), 1, 1), "<QQQQIII",
+                         (keys, index, x_at, PARAMS, rows, span, int(descending)),
+                         [len(outer), row_len, x.offset, x.strides[-1], *outer, *x_outer])
+            _bitonic(dev, keys, index, rows, span)
+            dev.dispatch(name_of("sort_gather", A=x.dtype.name, O=x.dtype.name), (dev.groups_for(out.size), 1, 1),
+                         "<QQQQII", (out_at, index, x_at, PARAMS, rows, span),
+                         [len(outer), row_len, x.offset, x.strides[-1], out.offset, out.strides[-1], *outer,
+                          *x_outer, *out_outer], argsort)
+
+    return kernel
+
+
+def _bitonic(dev: VulkanDevice, keys: int, index: int, rows: int, span: int) -> None:
+    """Every stage of the network: those within a block of SORT_BLOCK pairs in shared memory, the
+    longer-range ones (j >= SORT_BLOCK) one global dispatch each."""
+    pairs, block = rows * span // 2, min(span, SORT_BLOCK)
+
+    def stages(local: int, k_lo: int, k_hi: int, j_hi: int) -> None:
+        groups = min(pairs // (SORT_BLOCK // 2), dev.max_groups[0]) if local else dev.groups_for(pairs)
+        dev.dispatch(catalog.SORT_NETWORK, (max(groups, 1), 1, 1), "<QQIIIII", (keys, index, pairs, k_lo, k_hi, j_hi,
+                                                                              span), op=local)
+
+    if span < SORT_BLOCK:  # a row shorter than a block: one invocation per pair, global stages
+        k = 2
+        while k <= span:
+            j = k // 2
+            while j >= 1:
+                stages(0, k, k, j)
+                j //= 2
+            k *= 2
+        return
+    stages(1, 2, block, block // 2)
+    k = 2 * block
+    while k <= span:
+        j = k // 2
+        while j >= block:
+            stages(0, k, k, j)
+            j //= 2
+        stages(1, k, k, block // 2)
+        k *= 2
+
+
 # ---- matmul --------------------------------------------------------------------------------------
 
 def matmul(out: Any, a: Any, b: Any) -> None:
@@ -363,6 +439,7 @@ def random_integers(out: Any, *, seed: int, offset: int, low: int, high: int) ->
 KERNELS: dict[str, Callable[..., None]] = {
     **{name: _unary(name) for name in catalog.UNARY},
     **{name: _binary(name) for name in catalog.BINARY},
+    "pow": pow_kernel,
     "where": where,
     "copy": copy,
     "astype": copy,
@@ -370,6 +447,7 @@ KERNELS: dict[str, Callable[..., None]] = {
     **{name: _reduce(name) for name in catalog.REDUCE},
     **{name: _arg_reduce(name) for name in catalog.ARG_REDUCE},
     **{name: _scan(name) for name in catalog.SCAN},
+    **{name: _sort(name) for name in catalog.SORT},
     "matmul": matmul,
     "take": take,
     "index_put": index_put,
@@ -383,7 +461,7 @@ def claimed_dtypes() -> dict[str, tuple[str, ...]]:
     """op -> the dtypes its shaders serve: what manifest.toml must claim (a test holds them equal)."""
     table = {name: dtypes for name, (dtypes, _) in {**catalog.UNARY, **catalog.BINARY, **catalog.REDUCE}.items()}
     table |= {name: catalog.DTYPES for name in ("where", "copy", "astype", "full", "take", "index_put",
-                                                *catalog.ARG_REDUCE, *catalog.SCAN)}
+                                                *catalog.ARG_REDUCE, *catalog.SCAN, *catalog.SORT)}
     table["matmul"] = catalog.MATMUL_DTYPES
     table |= catalog.RANDOM
     return table

@@ -65,6 +65,16 @@ A_T apply(A_T a, A_T b) {
             A_T r = a - (a / b) * b;
             return (r != zero && (r < zero) != (b < zero)) ? r + b : r;
         }
+        case BOP_POW: {  // wraps; a negative exponent gives 1 for base 1, +-1 for base -1, else 0 (as ember-cpu)
+            const A_T one = A_T(1);
+            if (b < zero) return a == one ? one : (a == minus_one ? ((b & one) != zero ? minus_one : one) : zero);
+            A_T r = one, p = a;
+            for (A_T e = b; e > zero; e >>= 1) {
+                if ((e & one) != zero) r *= p;
+                p *= p;
+            }
+            return r;
+        }
     }
     return a;
 }
