@@ -192,6 +192,8 @@ def variants() -> list[Variant]:
         add(_v("scan", {"A": d, "O": scan_dtype(d)}))
         add(_v("sort_keys", {"A": d}))
         add(_v("sort_gather", {"A": d, "O": d}))
+        add(_v("searchsorted", {"A": d}))
+        add(_v("nonzero", {"A": d}))
     add(Variant(SORT_NETWORK, "sort_network", ()))  # no slots: named apart from its template's file
     for a, o in SUBGROUP_SUM_PAIRS:
         add(Variant(name_of("reduce_subgroup", A=a, O=o), "reduce", (("A", a), ("O", o)), (("SUBGROUP_SUM", "1"),)))

@@ -58,9 +58,10 @@ def _flat_address(dev: VulkanDevice, t: Any) -> int:
     return _address(dev, t) + t.offset * t.itemsize
 
 
-def _elementwise(variant: str, op: int, out: Any, *ins: Any) -> None:
+def _elementwise(variant: str, op: int, out: Any, *ins: Any, extra: tuple[str, tuple[Any, ...]] = ("", ())) -> None:
     """One strided dispatch over out's elements: params are [ndim, shape, then offset and strides
-    of out and of each input]; an invocation walks up to ``run`` elements of the innermost dim."""
+    of out and of each input]; an invocation walks up to ``run`` elements of the innermost dim.
+    ``extra`` (struct format, values) follows those fields in the push constants."""
     n = out.size
     if n == 0:
         return
@@ -76,8 +77,8 @@ def _elementwise(variant: str, op: int, out: Any, *ins: Any) -> None:
     inner = shape[-1] if shape else 1
     run = ELEMENTWISE_RUN if dev.is_cpu else 1
     items = n // inner * -(-inner // run)
-    fmt = "<" + "Q" * (len(tensors) + 1) + "II"
-    dev.dispatch(variant, (dev.groups_for(items), 1, 1), fmt, (*addresses, PARAMS, n, run), params, op)
+    fmt = "<" + "Q" * (len(tensors) + 1) + "II" + extra[0]
+    dev.dispatch(variant, (dev.groups_for(items), 1, 1), fmt, (*addresses, PARAMS, n, run, *extra[1]), params, op)
 
 
 # ---- elementwise families ------------------------------------------------------------------------
@@ -317,6 +318,40 @@ def _bitonic(dev: VulkanDevice, keys: int, index: int, rows: int, span: int) -> 
         k *= 2
 
 
+def searchsorted(out: Any, x1: Any, x2: Any, *, right: bool) -> None:
+    """A binary search per element of x2 (and of out) over the sorted 1-d x1 (searchsorted.comp)."""
+    dev = _device(out)
+    _elementwise(name_of("searchsorted", A=x1.dtype.name), 0, out, x2,
+                 extra=("QIIii", (_address(dev, x1), x1.shape[0], int(right), x1.offset, x1.strides[0])))
+
+
+NONZERO_CHUNK = 256  # elements of x one invocation of nonzero.comp counts and then writes
+NONZERO_WG = 64
+
+
+def nonzero(out: Any, x: Any) -> Any:
+    """Per-chunk counts, their running sum (scan.comp), then each chunk writes its coordinates into
+    out (count, ndim), contiguous as the core makes it."""
+    n, count = x.size, out.shape[0]
+    if count == 0 or n == 0:
+        return None
+    if out.strides != (x.ndim, 1):
+        return NotImplemented
+    if n > MAX_ELEMENTS:
+        raise ShapeError(f"ember-vulkan handles at most {MAX_ELEMENTS} elements per op, got {n}")
+    dev = _device(out)
+    chunks = -(-n // NONZERO_CHUNK)
+    params = [x.ndim, *x.shape, x.offset, *x.strides]
+    x_at, out_at = _address(dev, x), _flat_address(dev, out)
+    variant, groups = name_of("nonzero", A=x.dtype.name), (dev.groups_for(chunks, NONZERO_WG), 1, 1)
+    with _scratch(dev, chunks * 8) as counts:
+        dev.dispatch(variant, groups, "<QQQQIII", (out_at, x_at, counts, PARAMS, n, chunks, count), params, 0)
+        dev.dispatch(name_of("scan", A="int64", O="int64"), (1, 1, 1), "<QQQI", (counts, counts, PARAMS, 1),
+                     [0, chunks, 0, 1, 0, 1], catalog.SCAN.index("cumulative_sum"))
+        dev.dispatch(variant, groups, "<QQQQIII", (out_at, x_at, counts, PARAMS, n, chunks, count), params, 1)
+    return None
+
+
 # ---- matmul --------------------------------------------------------------------------------------
 
 def matmul(out: Any, a: Any, b: Any) -> None:
@@ -448,6 +483,8 @@ KERNELS: dict[str, Callable[..., None]] = {
     **{name: _arg_reduce(name) for name in catalog.ARG_REDUCE},
     **{name: _scan(name) for name in catalog.SCAN},
     **{name: _sort(name) for name in catalog.SORT},
+    "searchsorted": searchsorted,
+    "nonzero": nonzero,
     "matmul": matmul,
     "take": take,
     "index_put": index_put,
@@ -461,7 +498,8 @@ def claimed_dtypes() -> dict[str, tuple[str, ...]]:
     """op -> the dtypes its shaders serve: what manifest.toml must claim (a test holds them equal)."""
     table = {name: dtypes for name, (dtypes, _) in {**catalog.UNARY, **catalog.BINARY, **catalog.REDUCE}.items()}
     table |= {name: catalog.DTYPES for name in ("where", "copy", "astype", "full", "take", "index_put",
-                                                *catalog.ARG_REDUCE, *catalog.SCAN, *catalog.SORT)}
+                                                *catalog.ARG_REDUCE, *catalog.SCAN, *catalog.SORT,
+                                                "searchsorted", "nonzero")}
     table["matmul"] = catalog.MATMUL_DTYPES
     table |= catalog.RANDOM
     return table
