@@ -3,7 +3,7 @@ where cuda.h maps a name to one), the launch markers, enums, error meanings and 
 
 from __future__ import annotations
 
-from ember_gpu.vendor import BlasVendor, ErrorInfo, LaunchMarkers, Vendor
+from ember_gpu.vendor import BlasVendor, ErrorInfo, LaunchMarkers, RtcVendor, Vendor
 
 DRIVER = "the NVIDIA driver R580 or newer (CUDA 13)"
 DRIVER_HINT = ("install or update it from https://www.nvidia.com/drivers or your distribution's packages "
@@ -149,6 +149,36 @@ CUBLAS = BlasVendor(
     out_of_memory=3,
 )
 
+# NVRTC, where the driver rejects the shipped PTX (a driver older than the build's toolkit) or no
+# shipped code fits the GPU: SASS (a cubin) for the GPU itself.  The allow-list: architecture -> the
+# oldest NVRTC that targets it (the probe finds NVRTC 12 or 13 only).
+NVRTC = RtcVendor(
+    product="NVRTC",
+    stack="CUDA",
+    libraries=("libnvrtc.so.13", "libnvrtc.so.12"),  # never libnvrtc.so: it may be another CUDA's
+    wheel_dirs=("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"),  # the nvidia-cuda-nvrtc wheels, 13.x and 12.x
+    symbols={
+        "create": "nvrtcCreateProgram",
+        "compile": "nvrtcCompileProgram",
+        "log_size": "nvrtcGetProgramLogSize",
+        "log": "nvrtcGetProgramLog",
+        "code_size": "nvrtcGetCUBINSize",
+        "code": "nvrtcGetCUBIN",
+        "destroy": "nvrtcDestroyProgram",
+        "error_string": "nvrtcGetErrorString",
+        "version": "nvrtcVersion",
+    },
+    options=("--std=c++17", "--fmad=false"),  # nvcc's flags of the shipped fatbins
+    arch_option="-arch={arch}",
+    archs={**dict.fromkeys(("sm_80", "sm_86", "sm_87", "sm_89", "sm_90"), (12, 0)),
+           **dict.fromkeys(("sm_100", "sm_120"), (12, 8)), **dict.fromkeys(("sm_103", "sm_121"), (12, 9)),
+           "sm_110": (13, 0)},
+    install_hint='pip install "nvidia-cuda-nvrtc>=13,<14" (or the CUDA 13 toolkit, its lib64 on LD_LIBRARY_PATH)',
+    image_format="fatbin",
+    # CUDA_ERROR_NO_BINARY_FOR_GPU, _INVALID_PTX, _UNSUPPORTED_PTX_VERSION
+    fallback_statuses=frozenset({209, 218, 222}),
+)
+
 CUDA = Vendor(
     name="cuda",
     package="ember-cuda",
@@ -176,4 +206,5 @@ CUDA = Vendor(
     dlpack_default_stream=1,  # DLPack's stream=None means the legacy default stream (CU_STREAM_LEGACY)
     dlpack_invalid_streams=frozenset({0}),  # ambiguous for CUDA, so DLPack forbids it
     blas=CUBLAS,
+    rtc=NVRTC,
 )

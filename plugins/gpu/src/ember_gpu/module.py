@@ -2,12 +2,15 @@
 
 An image is one compiled source (a fatbin, a code object) shipped in the vendor package's
 ``kernels/`` directory.  Loading it is where a driver that cannot run the shipped code says so:
-no binary for this GPU, code too new for the driver; the vendor table words those errors.
+no binary for this GPU, code too new for the driver; the vendor table words those errors, and
+where its run-time compiler can build the image for this GPU, that image is loaded instead.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ember_gpu.errors import DriverError
 
 
 class Modules:
@@ -24,11 +27,20 @@ class Modules:
             with device.lock:
                 module = self._modules.get(image)
                 if module is None:
-                    data = device.runtime.kernel_image(image)
-                    out = ffi.new("void **")
-                    device.call("module_load_data", out, ffi.from_buffer(data))
-                    module = self._modules[image] = out[0]
+                    module = self._modules[image] = self._load(image)
                 out = ffi.new("void **")
                 device.call("module_get_function", out, module, kernel.encode())
                 found = self._functions[(image, kernel)] = out[0]
         return found
+
+    def _load(self, image: str) -> Any:
+        """Load the shipped image; where the driver says no code in it can run here, one compiled for
+        this device at run time instead (``ember_gpu.rtc``), else the driver's error saying why not."""
+        device, ffi = self.device, self.device.ffi
+        out = ffi.new("void **")
+        try:
+            device.call("module_load_data", out, ffi.from_buffer(device.runtime.kernel_image(image)))
+        except DriverError as failure:
+            compiled = device.runtime.rtc.image_instead(failure, device, image)
+            device.call("module_load_data", out, ffi.from_buffer(compiled))
+        return out[0]

@@ -19,6 +19,7 @@ from typing import Any
 
 from ember_core.errors import BackendUnavailableError
 from ember_gpu.driver import Driver, DriverUnavailable, open_driver
+from ember_gpu.rtc import Compilation
 from ember_gpu.vendor import Vendor
 
 
@@ -45,6 +46,7 @@ class Runtime:
         self._forked = False
         self.driver: Driver | None = None
         self.devices: dict[int, Any] = {}
+        self.rtc = Compilation(vendor, package)  # images compiled at run time for GPUs no shipped image serves
         _RUNTIMES.add(self)
 
     def reset(self, opener: Callable[[Vendor], Driver] | None = None) -> None:
@@ -101,7 +103,8 @@ class Runtime:
         return Discovery(count[0], None, unusable)
 
     def _unusable(self, driver: Driver, ordinal: int) -> str | None:
-        """Why ember's kernels cannot run on this device (its architecture is too old), else None."""
+        """Why ember's kernels cannot run on this device (its architecture is too old, or no shipped
+        image covers it and none can be compiled for it), else None."""
         ffi = driver.ffi
         handle, value = ffi.new("int *"), ffi.new("int *")
         driver.call("device_get", handle, ordinal)
@@ -109,14 +112,18 @@ class Runtime:
         for part in ("compute_capability_major", "compute_capability_minor"):
             driver.call("device_get_attribute", value, self.vendor.attributes[part], handle[0])
             capability.append(value[0])
-        if tuple(capability) >= self.vendor.min_compute_capability:
+        too_old = tuple(capability) < self.vendor.min_compute_capability
+        uncompiled = None if too_old else self.rtc.decline_reason(driver, handle[0])
+        if not too_old and uncompiled is None:
             return None
         name = ffi.new("char[256]")
         driver.call("device_get_name", name, 256, handle[0])
+        device = f"{self.vendor.name}:{ordinal} ({ffi.string(name).decode(errors='replace')})"
+        if uncompiled is not None:
+            return f"{device}: {uncompiled}"
         need = ".".join(map(str, self.vendor.min_compute_capability))
-        return (f"{self.vendor.name}:{ordinal} ({ffi.string(name).decode(errors='replace')}) has compute capability "
-                f"{capability[0]}.{capability[1]}, older than the {need} {self.vendor.package}'s kernels are built "
-                f"for; hide it with {self.vendor.visible_devices_env}")
+        return (f"{device} has compute capability {capability[0]}.{capability[1]}, older than the {need} "
+                f"{self.vendor.package}'s kernels are built for; hide it with {self.vendor.visible_devices_env}")
 
     # ---- devices ----------------------------------------------------------------------------------
 

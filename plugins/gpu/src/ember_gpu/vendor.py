@@ -52,6 +52,38 @@ class BlasVendor:
 
 
 @dataclass(frozen=True)
+class PropertiesLayout:
+    """Where one version of the vendor's device-properties struct holds the architecture's name
+    (HIP's ``gcnArchName``): the function filling it, the struct's size and the field's offset."""
+
+    symbol: str  # "hipGetDevicePropertiesR0600": (void *properties, int device) -> status
+    size: int  # bytes of the struct
+    name_offset: int  # of the NUL-terminated architecture name: "gfx90a:sramecc+:xnack-"
+
+
+@dataclass(frozen=True)
+class RtcVendor:
+    """The vendor's run-time compiler (NVRTC, hipRTC) as data: ``ember_gpu.rtc`` reads nothing else.
+
+    Used for a GPU whose architecture no shipped image serves, or whose driver rejects the shipped code."""
+
+    product: str  # what users call it: "NVRTC"
+    stack: str  # what its versions are versions of, in messages: "CUDA", "ROCm"
+    libraries: tuple[str, ...]  # sonames probed in order (a library lacking the ``create`` symbol is skipped)
+    wheel_dirs: tuple[str, ...]  # site-packages subdirectories of a wheel holding the library
+    symbols: Mapping[str, str]  # ember_gpu name -> vendor symbol (every name of rtc.SIGNATURES but "version")
+    options: tuple[str, ...]  # the build's flags, in the compiler's spelling ("--fmad=false")
+    arch_option: str  # the target, "{arch}" replaced: "-arch={arch}", "--offload-arch={arch}"
+    archs: Mapping[str, tuple[int, int]]  # the allow-list: architecture -> oldest compiler version known to build it
+    install_hint: str  # how to get the compiler, in words users act on
+    image_format: str  # what the shipped images are: "fatbin" (nvcc) or "offload-bundle" (hipcc)
+    fallback_statuses: frozenset[int]  # module-load statuses meaning "no code this GPU and driver can run"
+    driver_version_symbol: str = ""  # set: the compiler's version is the driver library's (int *), not "version"'s
+    properties: tuple[PropertiesLayout, ...] = ()  # how to read the architecture's name, newest first;
+    #                                                empty: "sm_" + the compute capability's digits (CUDA)
+
+
+@dataclass(frozen=True)
 class Vendor:
     name: str  # the plugin name and the device type: "cuda"
     package: str  # the distribution, for messages: "ember-cuda"
@@ -82,6 +114,7 @@ class Vendor:
     version_scale: tuple[int, int] = (1000, 10)  # a version's major, minor: v // a, v % a // b (HIP: 10**7, 10**5)
     peer_copy_by_ordinal: bool = False  # the peer copy names its devices by ordinal (HIP), not by context (CUDA)
     error_text_returned: bool = False  # the error name / string functions return the text (HIP), not fill a pointer
+    rtc: RtcVendor | None = None  # the run-time compiler for GPUs no shipped image serves (None: none)
 
     def error(self, status: int) -> ErrorInfo | None:
         return self.errors.get(status)

@@ -4,7 +4,7 @@ enums and error meanings, from ROCm 5.2's hip_runtime_api.h (the values are stab
 from __future__ import annotations
 
 from ember_gpu.build import HIPCC_ARCHS
-from ember_gpu.vendor import ErrorInfo, LaunchMarkers, Vendor
+from ember_gpu.vendor import ErrorInfo, LaunchMarkers, PropertiesLayout, RtcVendor, Vendor
 
 DRIVER = "ROCm 5.2 or newer (libamdhip64.so.5 or .so.6) with the amdgpu kernel driver"
 DRIVER_HINT = ("install ROCm's HIP runtime (Debian 12: apt-get install libamdhip64-5; or AMD's ROCm packages, "
@@ -95,6 +95,46 @@ ERRORS = {
     999: ErrorInfo("hipErrorUnknown", "the HIP runtime failed for an unknown reason: check rocminfo and dmesg"),
 }
 
+# hipRTC, for a GPU no shipped code object covers.  The allow-list: architecture -> the oldest ROCm whose
+# hipRTC is known to build ember's kernels for it.  (5, 2): checked against Debian's hipRTC 5.2, which
+# aborts the process for gfx940, gfx941 and gfx1100-gfx1103; the rest from the ROCm release that first
+# supported the target (gfx942 / MI300: 6.0; RDNA3 is listed from 6.0, RDNA4 from 6.4, gfx950 from 7.0).
+HIPRTC_ARCHS = {
+    **dict.fromkeys(("gfx900", "gfx906", "gfx908", "gfx90a", "gfx1010", "gfx1030", "gfx1031", "gfx1032", "gfx1034",
+                     "gfx1035", "gfx1036"), (5, 2)),
+    **dict.fromkeys(("gfx940", "gfx941", "gfx942", "gfx1100", "gfx1101", "gfx1102", "gfx1103"), (6, 0)),
+    **dict.fromkeys(("gfx1200", "gfx1201"), (6, 4)),
+    "gfx950": (7, 0),
+}
+HIPRTC = RtcVendor(
+    product="hipRTC",
+    stack="ROCm",
+    # ROCm 6 and newer ship hipRTC as libhiprtc; ROCm 5's libamdhip64 holds it (Debian 12's does)
+    libraries=("libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5", "libamdhip64.so.6", "libamdhip64.so.5"),
+    wheel_dirs=(),
+    symbols={
+        "create": "hiprtcCreateProgram",
+        "compile": "hiprtcCompileProgram",
+        "log_size": "hiprtcGetProgramLogSize",
+        "log": "hiprtcGetProgramLog",
+        "code_size": "hiprtcGetCodeSize",
+        "code": "hiprtcGetCode",
+        "destroy": "hiprtcDestroyProgram",
+        "error_string": "hiprtcGetErrorString",
+    },
+    options=("-std=c++17", "-O3", "-ffp-contract=off"),  # hipcc's flags of the shipped code objects
+    arch_option="--offload-arch={arch}",
+    archs=HIPRTC_ARCHS,
+    install_hint="install AMD's ROCm (https://rocm.docs.amd.com), whose libhiprtc is hipRTC (Debian 12's "
+                 "libamdhip64-5 holds the hipRTC of ROCm 5.2)",
+    image_format="offload-bundle",
+    fallback_statuses=frozenset({209}),  # hipErrorNoBinaryForGpu
+    driver_version_symbol="hipRuntimeGetVersion",  # (hiprtcVersion answers 9.0 in every ROCm)
+    # hipDeviceProp_t's gcnArchName: the R0600 struct of ROCm 6 and newer, then ROCm 5's
+    properties=(PropertiesLayout("hipGetDevicePropertiesR0600", size=1472, name_offset=1160),
+                PropertiesLayout("hipGetDeviceProperties", size=792, name_offset=396)),
+)
+
 
 def hip_vendor(warp_size: int = 64) -> Vendor:
     """The table; ``warp_size`` is the default the fake driver reports (a real GPU reports its own:
@@ -128,6 +168,7 @@ def hip_vendor(warp_size: int = 64) -> Vendor:
         dlpack_invalid_streams=frozenset({1, 2}),  # DLPack reserves them for CUDA
         peer_copy_by_ordinal=True,
         error_text_returned=True,
+        rtc=HIPRTC,
     )
 
 
