@@ -66,6 +66,7 @@ def ember_device_properties(device: Any) -> Mapping[str, Any]:
         "float_controls": denormals.float_controls(info),
         "float32_subnormals": "preserved" if 32 in runtime.device(device.index).keep_subnormals else "flushed",
         "float16_subnormals": "preserved" if 16 in runtime.device(device.index).keep_subnormals else "flushed",
+        "host_copies": "mapped" if runtime.device(device.index).map_host else "staged",
     }
 
 

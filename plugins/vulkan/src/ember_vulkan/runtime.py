@@ -4,12 +4,16 @@ per device the logical device, its pipelines, and the batch of recorded work.
 Work is recorded into one command buffer and submitted when the host needs a result (a download,
 ``synchronize``) or the batch fills (``MAX_BATCH`` commands, or no room left for the parameter
 blocks or staged uploads the batch references); every command waits for the ones before it.
-Uploads go straight into mapped memory when nothing is pending, else through a staging ring
-whose copy is recorded in order with the kernels.
+Tensors live in device-local memory. Where that is a heap of its own (a discrete GPU's VRAM beside
+the host's memory), every upload and download goes through a host-visible staging ring, its copy
+recorded in order with the kernels; where memory is unified (integrated GPUs, lavapipe) uploads go
+straight into mapped memory when nothing is pending. ``EMBER_VULKAN_STAGING=1`` forces the staging
+path anywhere (how CI tests it on lavapipe's single heap).
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ ARENA_BYTES = 1 << 20  # parameter blocks of one batch
 STAGING_BYTES = 16 << 20  # uploads and downloads that cannot map device memory
 WORKGROUP = 256  # threads per workgroup of the 1-d shaders (WG in common.glsl)
 MAX_ELEMENTS = 2**31 - 1  # shaders index with 32-bit ints
+STAGING_ENV = "EMBER_VULKAN_STAGING"  # "1": copy through the staging ring even where memory is unified
 APT_HINT = "apt-get install mesa-vulkan-drivers (or your GPU vendor's Vulkan driver)"
 REQUIRED_FEATURES = {
     "buffer_device_address": "bufferDeviceAddress",
@@ -96,6 +101,21 @@ def device(index: int) -> VulkanDevice:
     return dev
 
 
+def separate_device_heap(info: Any) -> bool:
+    """Whether device-local memory is a heap apart from the host's (a discrete GPU): mapping it, where a
+    driver allows that at all, reads back slowly over the bus, so copies are staged instead."""
+    local = [bool(info.heap_device_local[i]) for i in range(info.heap_count)]
+    return any(local) and not all(local)
+
+
+def staging_forced() -> bool:
+    value = os.environ.get(STAGING_ENV, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"ember-vulkan: {STAGING_ENV} must be 0 or 1 (1 copies through staging buffers), "
+                         f"got {value!r}")
+    return value == "1"
+
+
 class _Ring:
     """A host-visible block handed out front to back during one batch, reset after each flush."""
 
@@ -118,6 +138,7 @@ class VulkanDevice:
     """One logical device with one compute queue.  Every method holds the device's lock."""
 
     def __init__(self, physical: int, info: Any) -> None:
+        forced_staging = staging_forced()  # a bad setting fails before anything is opened
         err = ffi.new("char[512]")
         native = lib.evk_open(physical, err, len(err))
         if native == ffi.NULL:
@@ -140,9 +161,9 @@ class VulkanDevice:
         self._pipelines: dict[tuple[str, int, tuple[int, ...], tuple[int, ...]], Any] = {}
         self._spirv: dict[str, bytes] = {}
         self.submissions = 0  # batches submitted (tests check that work is batched)
-        # Copy through mapped device memory when the driver maps it (integrated GPUs, lavapipe);
-        # False takes the staging path a discrete GPU's device-local memory needs.
-        self.map_host = True
+        # Copy through mapped device memory where memory is unified and the driver maps it (integrated
+        # GPUs, lavapipe); False takes the staging path a discrete GPU's device-local heap needs.
+        self.map_host = not separate_device_heap(info) and not forced_staging
 
     # ---- pipelines --------------------------------------------------------------------------------
 
