@@ -187,6 +187,11 @@ def _ftz_multiply(out: Any, a: Any, b: Any) -> None:
     _view(out)[...] = _flush(_flush(_view(a)) * _flush(_view(b)))
 
 
+def _ftz_equal(out: Any, a: Any, b: Any) -> None:
+    """Compares flushed inputs: a subnormal equals zero, as on a GPU that flushes denormal operands."""
+    np.equal(_flush(_view(a)), _flush(_view(b)), out=_view(out))
+
+
 def _rough_sin(out: Any, x: Any) -> None:
     """sin with an absolute error of 1e-6 on [-pi, pi] except at 0 (a GPU's fast trig), exact elsewhere."""
     x = _view(x)
@@ -229,6 +234,10 @@ class PropertyFlusher(Flusher):
     device_types = ("propflush",)
     manifest = "conditional_manifest.toml"
     subnormals = "flushed"
+
+    @hookimpl
+    def ember_kernels(self, device_type: str) -> dict[str, Any]:
+        return {**Flusher.ember_kernels(self, device_type), "equal": _ftz_equal} if device_type == self.name else {}
 
     @hookimpl
     def ember_device_properties(self, device: Any) -> dict[str, Any]:

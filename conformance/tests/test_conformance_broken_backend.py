@@ -174,19 +174,20 @@ def test_ftz_declared_for_devices_reporting_a_property(tmp_path: Path, backend: 
     """ftz declared under ``[[deviations.<type>.when]]`` holds only on a device whose properties match: there
     the numerics check passes and a case that is right once subnormals are flushed (inf * subnormal = NaN,
     subnormal products = 0) is a declared xfail; on a device reporting preserved subnormals both fail."""
-    code, out, cases = _run(tmp_path, backend, "propflush", "--level", "1", "--ops", "numerics,multiply",
+    code, out, cases = _run(tmp_path, backend, "propflush", "--level", "1", "--ops", "numerics,multiply,equal",
                             "--dtypes", "float32")
-    numerics, extremes = cases["L1/numerics/float32/special-values"], cases["L1/multiply/float32/extremes"]
+    numerics = cases["L1/numerics/float32/special-values"]
+    extremes = [cases[f"L1/{op}/float32/extremes"] for op in ("multiply", "equal")]
     assert cases["L1/multiply/float32/same-shape"]["verdict"] == "pass"
     if backend == "PropertyFlusher":
         assert code == 0, out
         assert numerics["verdict"] == "pass"
-        assert extremes["verdict"] == "xfail"
-        assert "declared flush-to-zero of float32 subnormals (ember-propflush)" in extremes["message"]
+        assert [c["verdict"] for c in extremes] == ["xfail", "xfail"]  # equal: subnormal == 0 from flushed inputs
+        assert all("declared flush-to-zero of float32 subnormals (ember-propflush)" in c["message"] for c in extremes)
     else:
         assert code == 1
         assert numerics["verdict"] == "fail" and "undeclared" in numerics["message"]
-        assert extremes["verdict"] == "fail"
+        assert [c["verdict"] for c in extremes] == ["fail", "fail"]
 
 
 def test_a_kernel_declared_deterministic_must_repeat_its_bits(tmp_path: Path) -> None:

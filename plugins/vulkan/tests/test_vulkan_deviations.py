@@ -30,10 +30,12 @@ def test_ftz_follows_the_reported_subnormal_mode(fresh: None, monkeypatch: pytes
     device = runtime.device(0)
     monkeypatch.setattr(device, "keep_subnormals", ())
     assert precision.declared_ftz("vulkan:0", "float32") == "ember-vulkan"
+    assert precision.declared_ftz("vulkan:0", "bfloat16") == "ember-vulkan"
     assert precision.declared_ftz("vulkan:0", "float16") == "ember-vulkan"
     precision.deviations.cache_clear()
     monkeypatch.setattr(device, "keep_subnormals", (32,))
     assert precision.declared_ftz("vulkan:0", "float32") is None
+    assert precision.declared_ftz("vulkan:0", "bfloat16") is None
     assert precision.declared_ftz("vulkan:0", "float16") == "ember-vulkan"
     precision.deviations.cache_clear()
     monkeypatch.setattr(device, "keep_subnormals", (32, 16))
