@@ -77,8 +77,11 @@ def avg_pool2d_grad(layer: OpLayer) -> Any:
 
 
 def adaptive_avg_pool2d(layer: OpLayer) -> Any:
-    def kernel(out: Any, x: Any, *, output_size: Any) -> None:
+    def kernel(out: Any, x: Any, *, output_size: Any) -> Any:
+        if out._numel and not x._numel:  # windows of nothing: the composite says what is wrong
+            return NotImplemented
         _launch(layer, "adaptive_avg_pool2d", out, x, None, x, out, _NO_WINDOW)
+        return None
 
     return kernel
 
