@@ -5,8 +5,9 @@ when imported.
 A call is validated whole before anything is written (types, one device, one dtype, one shape, no
 shared memory, hyperparameters in range), then offered to the providers when every tensor is
 contiguous; otherwise, or when every provider declines, the composite runs.  Lists of tensors
-update a whole parameter group in one call (a kernel still sees one parameter at a time): the
-binding and the hyperparameters are checked once, every index before any is written.  The
+update a whole parameter group in one call: the binding and the hyperparameters are checked once,
+every index before any is written; then a native kernel with a ``grouped`` form gets the whole group
+at once (one launch on a GPU), otherwise the kernel sees one parameter at a time.  The
 written storages' version counters move either way (an operator cache keyed on them must see the
 update).
 """
@@ -107,6 +108,14 @@ def _check_sgd(schema: OpSchema, a: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
+def _written(named: dict[str, Tensor]) -> None:
+    """Move the versions of the storages a kernel wrote in place (an operator cache keyed on them
+    must see the update)."""
+    for name, t in named.items():
+        if name not in _READ_ONLY:
+            t._storage.version += 1
+
+
 _ATTRIBUTES: dict[str, Callable[[OpSchema, dict[str, Any]], dict[str, Any]]] = {
     "adam_step": _check_adam, "sgd_step": _check_sgd}
 
@@ -146,16 +155,34 @@ def _build(schema: OpSchema, composite: Callable | None) -> Callable[..., Any]:
             dispatch.note_composite(schema.name, first._device.type, first._dtype)
             composite(*tensors, **attrs)  # writes through copy_into, which moves the versions itself
             return first
-        for name, t in named.items():
-            if name not in _READ_ONLY:
-                t._storage.version += 1
+        _written(named)
         return first
+
+    def apply_grouped(groups: list[dict[str, Tensor]], attrs: dict[str, Any]) -> bool:
+        """The whole group in one call of the native kernel's ``grouped`` form (lists, one per tensor
+        argument), where it has one and every tensor is contiguous, on one device, of one dtype;
+        False: nothing ran, update each parameter in turn."""
+        first = groups[0][tensor_names[0]]
+        device, dtype = first._device, first._dtype
+        if not all(t._contig and t._dtype is dtype and t._device == device for named in groups
+                   for t in named.values()):
+            return False
+        choice = resolve(schema, device, dtype, composite)
+        grouped = getattr(choice.kernel, "grouped", None) if choice.how == "native" else None
+        lists = [[named[name] for named in groups] for name in tensor_names]
+        if grouped is None or grouped(*lists, **attrs) is NotImplemented:
+            return False
+        for named in groups:
+            _written(named)
+        return True
 
     def op(*args: Any, **kwargs: Any) -> Any:
         a = bind(*args, **kwargs)
         if isinstance(a[tensor_names[0]], (list, tuple)):
             groups = _tensor_groups(schema, tensor_names, a)
             attrs = hyperparameters(a)
+            if len(groups) > 1 and apply_grouped(groups, attrs):
+                return [named[tensor_names[0]] for named in groups]
             return [apply(named, attrs) for named in groups]
         named = {name: as_tensor_arg(schema, a[name], name) for name in tensor_names}
         _check_tensors(schema, named)

@@ -15,9 +15,11 @@ POOL_OPS = ("max_pool2d", "max_pool2d_grad", "max_pool2d_select", "avg_pool2d", 
 IMAGES = {
     "softmax": (("eg_softmax_softmax", "eg_softmax_log_softmax"), ("softmax", "log_softmax")),
     "loss": (("eg_loss_nll_loss", "eg_loss_nll_loss_grad"), ("nll_loss", "nll_loss_grad")),
-    "norm": (("eg_norm_rows", "eg_batchnorm_train"), ("layer_norm", "group_norm", "batch_norm_train")),
+    "norm": (("eg_norm_rows", "eg_batchnorm_train", "eg_normgrad_rows", "eg_normgrad_channels", "eg_normgrad_bninput"),
+             ("layer_norm", "group_norm", "batch_norm_train", "batch_norm_backward_reduce", "batch_norm_input_grad",
+              "layer_norm_input_grad", "layer_norm_affine_grad", "group_norm_input_grad", "group_norm_affine_grad")),
     "dropout": (("eg_dropout_dropout",), ("dropout",)),
-    "optim": (("eg_update_sgd", "eg_update_adam"), ("sgd_step", "adam_step")),
+    "optim": (("eg_update_sgd", "eg_update_adam", "eg_updates_sgd", "eg_updates_adam"), ("sgd_step", "adam_step")),
     "pool": (tuple(f"eg_pool_{op}" for op in POOL_OPS), POOL_OPS),
 }
 

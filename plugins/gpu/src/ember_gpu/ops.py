@@ -37,7 +37,7 @@ from ember_gpu.launch import Kernel
 
 FAMILIES = ("ember_gpu.ops_elementwise", "ember_gpu.ops_creation", "ember_gpu.ops_matmul", "ember_gpu.ops_sort",
             "ember_gpu.ops_index", "ember_gpu.ops_reduce", "ember_gpu.ops_nn",
-            "ember_gpu.ops_optim", "ember_gpu.ops_pool")  # one module per kernel family
+            "ember_gpu.ops_optim", "ember_gpu.ops_norm", "ember_gpu.ops_pool")  # one module per kernel family
 ELEMENTWISE_VARIANTS = ("flat32", "flat64", "strided32", "strided64")  # the order ``elementwise`` indexes
 FLAT_VARIANTS = ("flat32", "flat64")
 VECTOR_BYTES = 16  # the flat kernels move 16 bytes of the widest operand per thread and step
@@ -204,6 +204,10 @@ class OpLayer:
         name = t._dtype.name
         self.elementwise(kernel_names(f"eg_copy_{name}_to_{name}"), dense, t)
         return dense
+
+    def optional_address(self, ops: DeviceOps, t: Any) -> int:
+        """t's address, or 0 (NULL) for None or an empty tensor, neither of which a kernel reads."""
+        return self.address(ops, t) if t is not None and t._numel else 0
 
     def flat_output(self, ops: DeviceOps, out: Any) -> int:
         """The address of a kernel's contiguous output (fill, random write n elements from it)."""

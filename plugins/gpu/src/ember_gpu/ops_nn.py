@@ -1,11 +1,9 @@
-"""The nn ops with kernels of their own (csrc/eg_nn.h, eg_norm.h): softmax and log_softmax along one
-dim (eg_softmax_<op>_<dtype>), nll_loss and nll_loss_grad (eg_loss_<op>_<dtype>), layer_norm and
-group_norm forward (eg_norm_rows_<dtype>), batch_norm_train (eg_batchnorm_train_<dtype>) and
-dropout on the Philox stream (eg_dropout_dropout_<dtype>).  nn.toml hands these kernels contiguous
-tensors only.  The launch mode is chosen from the shape alone, so a result's bits never depend on
-the device; every sum is a fixed tree (deterministic, no atomics).  Softmax's and log_softmax's
-gradients are composites of native ops, nll_loss's is nll_loss_grad; the norms' gradients run as
-their composites (native ops) for now."""
+"""The nn ops with kernels of their own in csrc/eg_nn.h: softmax and log_softmax along one dim
+(eg_softmax_<op>_<dtype>), nll_loss and nll_loss_grad (eg_loss_<op>_<dtype>) and dropout on the
+Philox stream (eg_dropout_dropout_<dtype>); the norms are ops_norm.py's.  nn.toml hands these
+kernels contiguous tensors only.  The launch mode is chosen from the shape alone, so a result's bits
+never depend on the device; every sum is a fixed tree (deterministic, no atomics).  Softmax's and
+log_softmax's gradients are composites of native ops, nll_loss's is nll_loss_grad."""
 
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from ember_gpu.ops import BLOCK_SHAPE, Entry, OpLayer
 SOFTMAX_THREAD, SOFTMAX_BLOCK = 0, 1  # EG_SOFTMAX_* of abi.h
 LOSS_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}  # EG_LOSS_NONE / MEAN / SUM
 LOSS_ROWS, LOSS_TOTAL, LOSS_DIVISOR = 0, 1, 2  # EG_LOSS_* modes
-NORM_THREAD, NORM_BLOCK = 0, 1  # EG_NORM_*
 SHORT_LINE = 64  # softmax lines up to this long (or not along the last dim): a thread per line
 MAX_GRID = 65535
 _ONE_BLOCK = (1, 1, 1)
@@ -42,15 +39,10 @@ def _softmax(layer: OpLayer, op: str) -> Any:
     return softmax
 
 
-def _optional_address(layer: OpLayer, ops: Any, t: Any) -> int:
-    """A tensor's address, or 0 for None or an empty tensor (a kernel never reads either)."""
-    return layer.address(ops, t) if t is not None and t._numel else 0
-
-
 def _loss_args(layer: OpLayer, ops: Any, out: Any, first: Any, target: Any, weight: Any, classes: int,
                ignore_index: int, reduction: str, label_smoothing: float) -> dict[str, Any]:
-    return {"out": _optional_address(layer, ops, out), "x": _optional_address(layer, ops, first),
-            "target": _optional_address(layer, ops, target), "weight": _optional_address(layer, ops, weight),
+    return {"out": layer.optional_address(ops, out), "x": layer.optional_address(ops, first),
+            "target": layer.optional_address(ops, target), "weight": layer.optional_address(ops, weight),
             "scratch": 0, "n": target._numel, "c": classes, "ignore_index": ignore_index,
             "smoothing": label_smoothing, "reduction": LOSS_REDUCTIONS[reduction]}
 
@@ -95,53 +87,6 @@ def _nll_loss_grad(layer: OpLayer) -> Any:
     return nll_loss_grad
 
 
-def _norm_rows(layer: OpLayer, out: Any, x: Any, weight: Any, bias: Any, rows: int, d: int, span: int,
-               groups: int, eps: float) -> None:
-    """Normalize ``rows`` rows of d values (eg_norm.h), a thread per short row, a block per long one."""
-    if not rows or not d:
-        return
-    ops = layer.device_ops(out)
-    thread = d <= SHORT_LINE
-    layer.kernel(ops, f"eg_norm_rows_{x._dtype.name}")(
-        ops.grid(rows) if thread else (min(rows, MAX_GRID), 1, 1), BLOCK_SHAPE,
-        {"out": layer.address(ops, out), "x": layer.address(ops, x), "weight": _optional_address(layer, ops, weight),
-         "bias": _optional_address(layer, ops, bias), "rows": rows, "d": d, "span": span, "groups": groups,
-         "eps": eps, "mode": NORM_THREAD if thread else NORM_BLOCK})
-
-
-def _layer_norm(layer: OpLayer) -> Any:
-    def layer_norm(out: Any, x: Any, weight: Any, bias: Any, *, eps: float) -> Any:
-        rows, d = x._shape
-        _norm_rows(layer, out, x, weight, bias, rows, d, 1, 1, eps)
-        return None
-
-    return layer_norm
-
-
-def _group_norm(layer: OpLayer) -> Any:
-    def group_norm(out: Any, x: Any, weight: Any, bias: Any, *, num_groups: int, eps: float) -> Any:
-        n, channels, s = x._shape
-        _norm_rows(layer, out, x, weight, bias, n * num_groups, channels // num_groups * s, s, num_groups, eps)
-        return None
-
-    return group_norm
-
-
-def _batch_norm_train(layer: OpLayer) -> Any:
-    def batch_norm_train(out: Any, stats: Any, x: Any, weight: Any, bias: Any, *, eps: float) -> Any:
-        n, c, s = x._shape
-        if not out._numel:
-            return None
-        ops = layer.device_ops(out)
-        layer.kernel(ops, f"eg_batchnorm_train_{x._dtype.name}")((min(c, MAX_GRID), 1, 1), BLOCK_SHAPE, {
-            "out": layer.address(ops, out), "stats": layer.address(ops, stats), "x": layer.address(ops, x),
-            "weight": _optional_address(layer, ops, weight), "bias": _optional_address(layer, ops, bias),
-            "n": n, "c": c, "s": s, "eps": eps})
-        return None
-
-    return batch_norm_train
-
-
 def _dropout(layer: OpLayer) -> Any:
     def dropout(out: Any, x: Any, *, p: float, seed: int, offset: int) -> Any:
         if not out._numel:
@@ -160,8 +105,6 @@ def kernels(layer: OpLayer) -> dict[str, Entry]:
               "log_softmax": ("eg_softmax_log_softmax", _softmax(layer, "log_softmax")),
               "nll_loss": ("eg_loss_nll_loss", _nll_loss(layer)),
               "nll_loss_grad": ("eg_loss_nll_loss_grad", _nll_loss_grad(layer)),
-              "layer_norm": ("eg_norm_rows", _layer_norm(layer)), "group_norm": ("eg_norm_rows", _group_norm(layer)),
-              "batch_norm_train": ("eg_batchnorm_train", _batch_norm_train(layer)),
               "dropout": ("eg_dropout_dropout", _dropout(layer))}
     table: dict[str, Entry] = {}
     for op, (prefix, kernel) in makers.items():

@@ -38,6 +38,8 @@
  *   eg_norm_rows_<dtype>                    layer_norm and group_norm, real floating: eg_norm_args
  *   eg_batchnorm_train_<dtype>              batch_norm_train, real floating: eg_batchnorm_args
  *   eg_update_<sgd|adam>_<dtype>            sgd_step, adam_step, real floating: eg_update_args
+ *   eg_updates_<sgd|adam>_<dtype>           the same over a parameter group in one launch: eg_updates_args
+ *   eg_normgrad_<rows|channels|bninput>_<dtype>   the norms' gradients, real floating: eg_normgrad_args
  *   eg_dropout_dropout_<dtype>              real floating, on the Philox stream: eg_dropout_args
  *   eg_gemm_<dtype>                         ember's own tiled GEMM, real and complex floating:
  *                                            eg_gemm_args (below)
@@ -416,6 +418,65 @@ typedef struct {
     int flags;                         /* EG_UPDATE_* */
     int reserved;
 } eg_update_args;
+/* The norms' gradients (eg_norm.h) on x (n, c, s) and grad (x's shape), both contiguous; a "row" is
+ * the (c / groups) * s contiguous values of one sample's group (layer_norm: x (M, D) is n = M, c = D,
+ * s = 1, groups 1).  Three kernels, each choosing its mode from the shape alone:
+ *   eg_normgrad_rows_<dtype>: per row, its mean and invstd = 1 / sqrt(var + eps) (rounded to the
+ *     compute type) into row_stats[2 r], [2 r + 1] when row_stats is not NULL, and, when out is not
+ *     NULL, layer / group norm's x-gradient into out.  mode EG_NORM_THREAD (a thread per row, any
+ *     grid) or EG_NORM_BLOCK (a block of exactly EG_BLOCK threads per row, grid min(rows, 65535)).
+ *   eg_normgrad_channels_<dtype>: per channel, s1 = sum grad * (x - mean) * k and s2 = sum grad over
+ *     its n * s values, (mean, k) being batch norm's channel mean and 1 when stats is not NULL, else
+ *     the row_stats of the value's row; affine[c], affine[c + C] = (s2, s1 / sqrt(var + eps)) with
+ *     stats (batch_norm_backward_reduce), else (s1, s2) (the weight and bias gradients).
+ *     mode EG_NORM_BLOCK: a block of exactly EG_BLOCK threads per channel (grid min(c, 65535));
+ *     EG_NORMGRAD_PARTS: a thread per (channel, part), channel fastest (any grid): samples
+ *     [p * chunk, (p + 1) * chunk), chunk = ceil(n / parts), into partials (parts, 2, c) doubles, or
+ *     straight into affine when parts is 1; then EG_NORMGRAD_FINISH: a thread per channel adds its
+ *     parts in order.
+ *   eg_normgrad_bninput_<dtype>: batch_norm_input_grad: per (sample, channel) row of s values, out =
+ *     a * grad + b * (x - mean) + k with the channel's coefficients (nn.toml).  mode EG_NORM_THREAD
+ *     or EG_NORM_BLOCK as rows, over n * c rows.
+ * Sums in double, in a fixed order (no atomics).  No values: do not launch. */
+#define EG_NORMGRAD_PARTS 2
+#define EG_NORMGRAD_FINISH 3
+typedef struct {
+    void *out;                         /* the x-gradient; NULL: not wanted (rows) */
+    void *affine;                      /* (2, c): what channels writes */
+    const void *grad;
+    const void *x;
+    const void *weight;                /* (c,) or NULL (1) */
+    const void *stats;                 /* batch norm: (2, c) mean and biased variance; NULL: row_stats */
+    const void *sums;                  /* bninput: batch_norm_backward_reduce's (2, c) */
+    double *row_stats;                 /* (n * groups, 2) */
+    double *partials;                  /* (parts, 2, c): PARTS writes, FINISH reads */
+    long long n;
+    long long c;
+    long long s;
+    long long groups;                  /* >= 1, divides c */
+    long long parts;                   /* >= 1 */
+    double eps;
+    int mode;
+    int reserved;
+} eg_normgrad_args;
+/* sgd_step / adam_step on a whole parameter group in one launch (eg_optim.h): items, in device
+ * memory, holds one record per parameter (its tensors as eg_update_args names them, n elements
+ * each); every other field is eg_update_args's, shared by the group.  Every thread walks the
+ * items, a grid-stride loop over each; any block and grid; count 0: do not launch. */
+typedef struct {
+    void *param;
+    const void *grad;
+    void *buf0;
+    void *buf1;
+    long long n;
+} eg_update_item;
+typedef struct {
+    const eg_update_item *items;
+    long long count;                   /* parameters */
+    double c[8];
+    int flags;                         /* EG_UPDATE_* */
+    int reserved;
+} eg_updates_args;
 /* ember's own GEMM (eg_gemm.h): c (batch, m, n) = alpha * a (batch, m, k) @ b (batch, k, n) + beta * c,
  * every operand with its own strides (elements: batch, row, column; any sign, 0 broadcasts), c not
  * read when beta is 0; alpha, beta as (real, imaginary) doubles, rounded to the accumulation type.
