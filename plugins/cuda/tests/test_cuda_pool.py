@@ -1,0 +1,157 @@
+"""ember-cuda's pooling kernels (max_pool2d, max_pool2d_grad, max_pool2d_select, avg_pool2d, avg_pool2d_grad,
+adaptive_avg_pool2d) on ember-gpu's fake driver running the real kernels on the host, against ember-cpu on
+the same inputs in every claimed dtype: padded, strided, dilated and ceil_mode windows, both
+count_include_pad settings, NaN and infinities, the gradients through autograd; each op's own kernel ran
+(the fake's launch log) and nothing went through the CPU fallback.  float32 / float64 give ember-cpu's bits
+(its kernels' order of every sum); float16 / bfloat16: ember-cpu runs the composites (rounding at every
+step), the kernels round once, so the sums may differ by a few of the dtype's epsilons (TOLERANCE)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ember_core as em
+from ember_core import dtypes
+
+ember_cuda = pytest.importorskip("ember_cuda")
+from ember_gpu import ops  # noqa: E402
+
+pytestmark = [pytest.mark.no_device]
+
+CLAIMED = ops.claimed(ops.OpLayer(ops.kernel_index(ops.package_kernels("ember_cuda"))).table())
+TOLERANCE = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 0.0, "float64": 0.0}
+MAX_WINDOWS = [  # (x shape, kernel_size, stride, padding, dilation, ceil_mode)
+    ((2, 3, 8, 8), 2, None, 0, 1, False),
+    ((1, 2, 9, 7), 3, 2, 1, 1, True),
+    ((2, 1, 10, 9), (3, 2), (1, 2), (1, 0), (2, 1), False),
+    ((1, 2, 6, 11), (2, 3), 2, (1, 1), 1, True),
+]
+AVG_WINDOWS = [(shape, k, s, p, ceil, include) for (shape, k, s, p, _, ceil) in MAX_WINDOWS
+               for include in (True, False)]
+
+
+def _claimed(op: str) -> list[str]:
+    assert op in CLAIMED, f"{op} is not in the kernel table: rebuild the fatbins (ember_gpu.build.build_images)"
+    return CLAIMED[op]
+
+
+def _host(t: Any) -> np.ndarray:
+    t = t.to_device("cpu")
+    return (t.astype("float32") if t.dtype == dtypes.bfloat16 else t).numpy().astype(np.float64)
+
+
+def _close(got: Any, want: Any, what: str) -> None:
+    """Within TOLERANCE (float32 / float64: the same bits, zeros' signs included)."""
+    assert (got.dtype, got.shape) == (want.dtype, want.shape), f"{what}: {got.dtype}{got.shape}"
+    g, w = _host(got), _host(want)
+    tol = TOLERANCE[want.dtype.name]
+    if tol:
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True, err_msg=what)
+        return
+    same = ((g == w) & (np.signbit(g) == np.signbit(w))) | (np.isnan(g) & np.isnan(w))
+    assert same.all(), f"{what}: {g[~same][:5]} != ember-cpu {w[~same][:5]}"
+
+
+def _ran(fake: Any, kernel: str) -> bool:
+    return any(launch.kernel == kernel for launch in fake.launches)
+
+
+def _input(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, specials: bool = True) -> Any:
+    """Values with ties (integers) and, when asked, NaN and infinities."""
+    v = np.round(rng.normal(0, 3, shape))
+    if specials:
+        v = np.where(rng.random(shape) < 0.05, rng.choice([math.nan, math.inf, -math.inf], shape), v)
+    return em.asarray(v).astype(dtype)
+
+
+def test_max_pool2d_grad_and_select_match_ember_cpu(no_claimed_op_falls_back: Any) -> None:
+    rng = np.random.default_rng(41)
+    fake = no_claimed_op_falls_back
+    for dtype in _claimed("max_pool2d"):
+        for shape, k, s, p, d, ceil in MAX_WINDOWS:
+            kw = {"kernel_size": k, "stride": s, "padding": p, "dilation": d, "ceil_mode": ceil}
+            what = f"{dtype} {shape} {kw}"
+            x = _input(rng, shape, dtype)
+            fake.launches.clear()
+            got = em.max_pool2d(x.to_device("cuda:0"), **kw)
+            assert _ran(fake, f"eg_pool_max_pool2d_{dtype}"), f"max_pool2d {what}: its kernel did not run"
+            pooled = em.max_pool2d(x, **kw)
+            _close(got, pooled, f"max_pool2d {what}")
+            g = _input(rng, pooled.shape, dtype, specials=False)
+            got = em.max_pool2d_grad(g.to_device("cuda:0"), x.to_device("cuda:0"), **kw)
+            assert _ran(fake, f"eg_pool_max_pool2d_grad_{dtype}"), f"max_pool2d_grad {what}"
+            _close(got, em.max_pool2d_grad(g, x, **kw), f"max_pool2d_grad {what}")
+            values = _input(rng, shape, dtype, specials=False)
+            got = em.max_pool2d_select(values.to_device("cuda:0"), x.to_device("cuda:0"), **kw)
+            assert _ran(fake, f"eg_pool_max_pool2d_select_{dtype}"), f"max_pool2d_select {what}"
+            _close(got, em.max_pool2d_select(values, x, **kw), f"max_pool2d_select {what}")
+
+
+def test_avg_pool2d_and_its_gradient_match_ember_cpu(no_claimed_op_falls_back: Any) -> None:
+    rng = np.random.default_rng(43)
+    fake = no_claimed_op_falls_back
+    for dtype in _claimed("avg_pool2d"):
+        for shape, k, s, p, ceil, include in AVG_WINDOWS:
+            kw = {"kernel_size": k, "stride": s, "padding": p, "ceil_mode": ceil, "count_include_pad": include}
+            what = f"{dtype} {shape} {kw}"
+            x = _input(rng, shape, dtype)
+            fake.launches.clear()
+            got = em.avg_pool2d(x.to_device("cuda:0"), **kw)
+            assert _ran(fake, f"eg_pool_avg_pool2d_{dtype}"), f"avg_pool2d {what}: its kernel did not run"
+            pooled = em.avg_pool2d(x, **kw)
+            _close(got, pooled, f"avg_pool2d {what}")
+            g = _input(rng, pooled.shape, dtype, specials=False)
+            got = em.avg_pool2d_grad(g.to_device("cuda:0"), input_shape=shape, **kw)
+            assert _ran(fake, f"eg_pool_avg_pool2d_grad_{dtype}"), f"avg_pool2d_grad {what}"
+            _close(got, em.avg_pool2d_grad(g, input_shape=shape, **kw), f"avg_pool2d_grad {what}")
+
+
+def test_adaptive_avg_pool2d_matches_a_float64_mean(no_claimed_op_falls_back: Any) -> None:
+    """Against the float64 mean of each PyTorch window (finite inputs: the composite's pooling matrices
+    spread an infinity across whole rows), within the dtype's rounding; output sizes below, equal to and
+    above the input's."""
+    rng = np.random.default_rng(47)
+    fake = no_claimed_op_falls_back
+    for dtype in _claimed("adaptive_avg_pool2d"):
+        for shape, size in (((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 5), 5), ((1, 1, 3, 4), (5, 6)), ((2, 2, 6, 6), 1)):
+            x = _input(rng, shape, dtype, specials=False)
+            fake.launches.clear()
+            got = em.adaptive_avg_pool2d(x.to_device("cuda:0"), size)
+            assert _ran(fake, f"eg_pool_adaptive_avg_pool2d_{dtype}"), f"adaptive_avg_pool2d {dtype} {shape}"
+            want = em.adaptive_avg_pool2d(x.astype("float64"), size).astype(dtype)  # ember-cpu in float64, rounded
+            tol = {"float16": 1e-3, "bfloat16": 8e-3, "float32": 2e-7, "float64": 1e-15}[dtype]
+            np.testing.assert_allclose(_host(got), _host(want), rtol=tol, atol=tol, err_msg=f"{dtype} {shape} {size}")
+
+
+def test_pooling_gradients_through_autograd_match_ember_cpu(no_claimed_op_falls_back: Any) -> None:
+    """A max and an average pool in one graph, backward on both devices: the gradient kernels ran."""
+    rng = np.random.default_rng(53)
+    x0 = rng.normal(0, 1, (2, 3, 9, 9))
+    weight = rng.normal(0, 1, (2, 3, 4, 4))
+    grads = []
+    for device in ("cpu", "cuda:0"):
+        x = em.asarray(x0).astype("float32").to_device(device).requires_grad_()
+        y = em.avg_pool2d(em.max_pool2d(x, 3, stride=2, padding=1), 2, stride=1, count_include_pad=False)
+        (y * em.asarray(weight).astype("float32").to_device(device)).sum().backward()
+        grads.append(x.grad)
+    _close(grads[1], grads[0], "the gradient of avg_pool2d(max_pool2d(x))")
+    for op in ("max_pool2d_grad", "avg_pool2d_grad"):
+        assert _ran(no_claimed_op_falls_back, f"eg_pool_{op}_float32"), op
+
+
+def test_empty_inputs_launch_nothing_and_fail_as_on_cpu(no_claimed_op_falls_back: Any) -> None:
+    """An empty batch gives an empty result without a launch; an empty plane's adaptive windows are
+    declined by the kernel, so the error is the composite's, as on ember-cpu."""
+    fake = no_claimed_op_falls_back
+    fake.launches.clear()
+    x = em.zeros((0, 3, 6, 6), device="cuda:0")
+    assert em.max_pool2d(x, 2).shape == (0, 3, 3, 3) and em.adaptive_avg_pool2d(x, 2).shape == (0, 3, 2, 2)
+    assert not [launch for launch in fake.launches if launch.kernel.startswith("eg_pool_")]
+    with pytest.raises(Exception) as on_cpu:
+        em.adaptive_avg_pool2d(em.zeros((1, 1, 0, 3)), 2)
+    with pytest.raises(type(on_cpu.value)):
+        em.adaptive_avg_pool2d(em.zeros((1, 1, 0, 3), device="cuda:0"), 2)
