@@ -42,7 +42,7 @@ def _reference(op: str, x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
 
 def _sum_atol(op: str, x: np.ndarray, axis: tuple[int, ...], dtype: str) -> float | None:
     """Long float sums round at every partial step: allow a few ulp of the magnitude summed."""
-    if op != "sum" or dtype not in catalog.FLOATS:
+    if op != "sum" or dtype not in (*catalog.FLOATS, *catalog.WIDE):
         return None
     count = max(1, int(np.prod([x.shape[a] for a in axis])))
     return 4 * eps(dtype) * np.sqrt(count) * float(np.abs(x).max(initial=0))
@@ -146,3 +146,17 @@ def test_reductions_keep_batch_order(vk):
         total = em.sum((x @ x.mT) * 2.0)
         ref = _f64(x)
         assert_close(total, np.sum((ref @ ref.T) * 2.0), "float32", atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("length", [37, 5000, 70001])
+def test_sum_and_prod_accumulate_in_float64_when_asked(vk, shader_family, dtype, length):
+    """dtype=float64 casts on the device and reduces in double (the float64 variants): serial passes on CPU
+    devices, the shared-memory tree (one or two passes) on GPUs; no fallback (the vk fixture forbids it)."""
+    x = make_tensor(_values(dtype, (3, length)), dtype, "transposed")
+    ref = _f64(x)
+    got = em.sum(x, axis=1, dtype="float64")
+    assert got.device == vk
+    assert_close(got, ref.sum(axis=1), "float64", atol=1e-12 * length)
+    short = x[:, :8] * 0.5 + 1  # products of a few values near 1
+    assert_close(em.prod(short, axis=1, dtype="float64"), _f64(short).prod(axis=1), "float64")

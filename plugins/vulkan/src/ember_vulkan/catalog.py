@@ -34,6 +34,9 @@ STORAGE = {
     "float32": Storage("BufF32", "float", "({})", "({})", "float", 4),
 }
 DTYPES = tuple(STORAGE)
+# float64 only where a reduction accumulates in it (sum / prod with dtype=float64): those variants need
+# shaderFloat64, so the type is declared only in them and the host declines them on a device without it.
+WIDE = {"float64": Storage("BufF64", "double", "({})", "({})", "float", 8)}
 FLOATS = ("float16", "float32")
 INTS = ("int32", "int64")
 NUMERIC = (*INTS, *FLOATS)
@@ -99,8 +102,8 @@ BINARY: dict[str, tuple[tuple[str, ...], str]] = {
 
 # reductions: name -> (input dtypes, result: "same" | "bool")
 REDUCE: dict[str, tuple[tuple[str, ...], str]] = {
-    "sum": (NUMERIC, "same"),
-    "prod": (NUMERIC, "same"),
+    "sum": ((*NUMERIC, *WIDE), "same"),
+    "prod": ((*NUMERIC, *WIDE), "same"),
     "max": (DTYPES, "same"),
     "min": (DTYPES, "same"),
     "any": (DTYPES, "bool"),
@@ -114,6 +117,10 @@ MATMUL_DTYPES = NUMERIC
 MATMUL_DIRECT_BLOCKS = (8, 16)  # register blocks (RB x RB outputs per invocation) of matmul_direct.comp
 RANDOM = {"random_uniform": FLOATS, "random_normal": FLOATS, "random_integers": ("bool", *INTS)}
 FILL_WIDTHS = {1: ("BufU8", "uint8_t"), 2: ("BufU16", "uint16_t"), 4: ("BufU32", "uint"), 8: ("BufU64", "uint64_t")}
+
+
+def itemsize(dtype: str) -> int:
+    return (STORAGE.get(dtype) or WIDE[dtype]).itemsize
 
 
 def op_code(table: dict[str, tuple[tuple[str, ...], str]], name: str) -> int:
@@ -212,8 +219,10 @@ def variants() -> list[Variant]:
 def prelude(variant: Variant) -> str:
     """The ``#define`` block compiled in front of a variant's template."""
     lines = ["#version 460", "#extension GL_GOOGLE_include_directive : require", f"// variant {variant.name}"]
+    if any(dtype in WIDE for _, dtype in variant.slots):
+        lines += ["#extension GL_EXT_shader_explicit_arithmetic_types_float64 : require", "#define HAS_FLOAT64 1"]
     for slot, dtype in variant.slots:
-        s = STORAGE[dtype]
+        s = STORAGE.get(dtype) or WIDE[dtype]
         lines += [
             f"#define {slot}_BUF {s.buf}",
             f"#define {slot}_T {s.compute}",

@@ -147,11 +147,13 @@ def _reduce(name: str) -> Callable[..., None]:
     op = catalog.op_code(catalog.REDUCE, name)
     result = catalog.REDUCE[name][1]
 
-    def kernel(out: Any, x: Any, *, axes: tuple[int, ...]) -> None:
+    def kernel(out: Any, x: Any, *, axes: tuple[int, ...]) -> Any:
         rows, row_len = out.size, math.prod(x.shape[x.ndim - len(axes):])
         if rows == 0:
-            return
+            return None
         dev = _device(out)
+        if x.dtype.name in catalog.WIDE and not dev.has_float64:
+            return NotImplemented  # float64 variants need shaderFloat64: the next provider serves them
         kept = x.ndim - len(axes)
         outer, (outer_strides,) = coalesce(x.shape[:kept], x.strides[:kept])
         inner, (inner_strides,) = coalesce(x.shape[kept:], x.strides[kept:])
@@ -165,7 +167,7 @@ def _reduce(name: str) -> Callable[..., None]:
         else:
             chunks = -(-row_len // REDUCE_CHUNK)
             partial = catalog.partial_dtype(src, result)
-            with _scratch(dev, rows * chunks * catalog.STORAGE[partial].itemsize) as scratch:
+            with _scratch(dev, rows * chunks * catalog.itemsize(partial)) as scratch:
                 _reduce_pass(dev, _tree(dev, op, src, partial), op, scratch, x_at, params, rows, chunks,
                              REDUCE_CHUNK, row_len)
                 _reduce_pass(dev, _tree(dev, op, partial, dst), op, out_at, scratch,
@@ -202,7 +204,7 @@ def _reduce_serial(dev: VulkanDevice, op: int, src: str, dst: str, partial: str,
                      row_len, SERIAL_WG)
         return
     chunks = -(-row_len // SERIAL_CHUNK)
-    with _scratch(dev, rows * chunks * catalog.STORAGE[partial].itemsize) as scratch:
+    with _scratch(dev, rows * chunks * catalog.itemsize(partial)) as scratch:
         _reduce_pass(dev, name_of("reduce_serial", A=src, O=partial), op, scratch, x_at, params, rows, chunks,
                      SERIAL_CHUNK, row_len, SERIAL_WG)
         _reduce_serial(dev, op, partial, dst, partial, out_at, scratch, [1, 1, 0, rows, chunks, chunks, 1], rows,

@@ -15,6 +15,9 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufI32 { int
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufF32 { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer BufU64 { uint64_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer BufI64 { int64_t v[]; };
+#if defined(HAS_FLOAT64)
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer BufF64 { double v[]; };
+#endif
 // Shapes, strides and offsets (in elements) written by the host for one dispatch.
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Params { int v[]; };
 

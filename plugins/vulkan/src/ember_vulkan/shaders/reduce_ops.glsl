@@ -7,6 +7,9 @@
   #else
   #define TO_ACC(v) ((v) != A_T(0) ? 1u : 0u)
   #endif
+#elif defined(O_DTYPE_FLOAT64)
+#define ACC_T double
+#define TO_ACC(v) double(v)
 #else
 #define ACC_T A_T
 #define TO_ACC(v) (v)
