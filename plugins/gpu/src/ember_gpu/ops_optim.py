@@ -5,9 +5,10 @@ them to the dtype, as the composite's weak scalars are).
 One parameter runs eg_update_<sgd|adam>_<dtype>.  A whole parameter group (the core passes lists
 to a kernel's ``grouped`` form, optim.toml) runs eg_updates_<sgd|adam>_<dtype> in one launch: its
 tensors' addresses and sizes are packed into an array of eg_update_item records in device memory.
-An optimizer hands the same tensors every step, so each distinct array is uploaded once and kept
-(``GROUP_ARRAYS`` of them per device); a record holds addresses and sizes only, so an array stays
-right for whatever tensors later live at those addresses."""
+Parameters and state are the same tensors every step, and the caching allocator often gives new
+gradients the addresses of earlier ones, so arrays are kept by content (``GROUP_ARRAYS`` in all) and
+uploaded only when new: a record holds addresses and sizes only, so an array stays right for
+whatever tensors later live at those addresses."""
 
 from __future__ import annotations
 
@@ -51,12 +52,14 @@ class _ItemArrays:
         if found is None:
             if len(self._arrays) >= GROUP_ARRAYS:
                 self.clear()
-            items = abi.ffi.new("eg_update_item[]", len(words) // 5)
+            ffi = abi.ffi
+            items = ffi.new("eg_update_item[]", len(words) // 5)
             for k in range(len(words) // 5):
-                item = items[k]
-                item.param, item.grad, item.buf0, item.buf1, item.n = words[5 * k:5 * k + 5]
+                item, (param, grad, buf0, buf1, n) = items[k], words[5 * k:5 * k + 5]
+                item.param, item.grad = ffi.cast("void *", param), ffi.cast("void *", grad)
+                item.buf0, item.buf1, item.n = ffi.cast("void *", buf0), ffi.cast("void *", buf1), n
             found = ops.device.memory.alloc(abi.ffi.sizeof(items))
-            ops.device.staging.upload(found.pointer, abi.ffi.buffer(items))
+            ops.device.staging.upload(found.pointer, memoryview(abi.ffi.buffer(items)))
             self._arrays[key] = found
         return found.pointer
 
