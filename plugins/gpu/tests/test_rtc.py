@@ -321,7 +321,7 @@ def test_no_shipped_image_and_no_compiler_declines_naming_both_fixes(rtc_runtime
     assert found.count == 0 and set(found.unusable) == {0, 1}
     assert found.reason.startswith("testgpu:0 (ember fake GPU): ember-testgpu's shipped kernels cover compute_90 PTX, "
                                    "not sm_80, and no tgRTC is installed to compile for it")
-    assert "install a ember-testgpu built for sm_80, or the compiler" in found.reason
+    assert "install ember-testgpu built for sm_80, or the compiler" in found.reason
     assert "pip install ember-testgpu-rtc" in found.reason
 
 

@@ -443,7 +443,6 @@ class Compilation:
         self._lock = threading.Lock()
         self._compiler: list[Compiler | None] = []  # [] until probed
         self._shipped: tuple[frozenset[int | str], frozenset[int]] | None = None
-        self._archs: dict[int, str | None] = {}  # device handle -> architecture
 
     @property
     def cache(self) -> KernelCache:
@@ -456,11 +455,6 @@ class Compilation:
             if not self._compiler:
                 self._compiler.append(self._finder(self.vendor))
             return self._compiler[0]
-
-    def arch(self, driver: Any, handle: int) -> str | None:
-        if handle not in self._archs:
-            self._archs[handle] = device_arch(driver, self.vendor, handle) if self.table else None
-        return self._archs[handle]
 
     def shipped(self) -> tuple[frozenset[int | str], frozenset[int]] | None:
         """The targets of the shipped images (one image tells: the build compiles all alike); None when
@@ -506,7 +500,7 @@ class Compilation:
         none can be compiled for it (the reason names both fixes); None when one serves or can be built."""
         if self.table is None:
             return None
-        arch = self.arch(driver, handle)
+        arch = device_arch(driver, self.vendor, handle)
         shipped = self.shipped()
         if arch is None or shipped is None or serves(*shipped, arch):
             return None
@@ -514,7 +508,7 @@ class Compilation:
         if why is None:
             return None
         return (f"{self.vendor.package}'s shipped kernels cover {self.shipped_words()}, not {arch}, and {why}; "
-                f"fix either: install a {self.vendor.package} built for {arch}, or the compiler")
+                f"fix either: install {self.vendor.package} built for {arch}, or the compiler")
 
     def image_instead(self, failure: DriverError, device: Any, image: str) -> bytes:
         """An image compiled for ``device`` when loading the shipped one failed with a status meaning
@@ -522,7 +516,7 @@ class Compilation:
         table = self.table
         if table is None or failure.status not in table.fallback_statuses:
             raise failure
-        arch = self.arch(device.driver, device.handle)
+        arch = device_arch(device.driver, self.vendor, device.handle)
         why = (f"{self.vendor.package} could not read {device}'s architecture to compile for it" if arch is None
                else self.refusal(arch))
         if why is not None:
