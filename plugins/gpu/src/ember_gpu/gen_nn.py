@@ -11,6 +11,9 @@ from ember_gpu.codegen import DTYPES, HEADER, DType, Source
 POOL_OPS = ("max_pool2d", "max_pool2d_grad", "max_pool2d_select", "avg_pool2d", "avg_pool2d_grad",
             "adaptive_avg_pool2d")  # csrc/eg_pool.h: eg_pool_<op>_<dtype>
 
+CONV_KERNELS = ("im2col", "col2im", "epilogue", "direct", "direct_input_grad",
+                "direct_weight_grad")  # csrc/eg_conv.h: eg_conv_<kernel>_<dtype>
+
 # image -> (its kernels' prefixes, each followed by _<dtype>; the registry ops they serve)
 IMAGES = {
     "softmax": (("eg_softmax_softmax", "eg_softmax_log_softmax"), ("softmax", "log_softmax")),
@@ -20,6 +23,8 @@ IMAGES = {
               "layer_norm_input_grad", "layer_norm_affine_grad", "group_norm_input_grad", "group_norm_affine_grad")),
     "dropout": (("eg_dropout_dropout",), ("dropout",)),
     "optim": (("eg_update_sgd", "eg_update_adam", "eg_updates_sgd", "eg_updates_adam"), ("sgd_step", "adam_step")),
+    "conv": (tuple(f"eg_conv_{kernel}" for kernel in CONV_KERNELS),
+             ("conv2d", "conv2d_input_grad", "conv2d_weight_grad", "linear")),
     "pool": (tuple(f"eg_pool_{op}" for op in POOL_OPS), POOL_OPS),
 }
 

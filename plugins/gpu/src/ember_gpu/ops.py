@@ -37,7 +37,8 @@ from ember_gpu.launch import Kernel
 
 FAMILIES = ("ember_gpu.ops_elementwise", "ember_gpu.ops_creation", "ember_gpu.ops_matmul", "ember_gpu.ops_sort",
             "ember_gpu.ops_index", "ember_gpu.ops_reduce", "ember_gpu.ops_nn",
-            "ember_gpu.ops_optim", "ember_gpu.ops_norm", "ember_gpu.ops_pool")  # one module per kernel family
+            "ember_gpu.ops_optim", "ember_gpu.ops_norm", "ember_gpu.ops_conv",
+            "ember_gpu.ops_pool")  # one module per kernel family
 ELEMENTWISE_VARIANTS = ("flat32", "flat64", "strided32", "strided64")  # the order ``elementwise`` indexes
 FLAT_VARIANTS = ("flat32", "flat64")
 VECTOR_BYTES = 16  # the flat kernels move 16 bytes of the widest operand per thread and step

@@ -41,10 +41,11 @@
  *   eg_updates_<sgd|adam>_<dtype>           the same over a parameter group in one launch: eg_updates_args
  *   eg_normgrad_<rows|channels|bninput>_<dtype>   the norms' gradients, real floating: eg_normgrad_args
  *   eg_dropout_dropout_<dtype>              real floating, on the Philox stream: eg_dropout_args
- *   eg_gemm_<dtype>                         ember's own tiled GEMM, real and complex floating:
- *                                            eg_gemm_args (below)
  *   eg_pool_<op>_<dtype>                    max_pool2d, max_pool2d_grad, max_pool2d_select, avg_pool2d,
  *                                            avg_pool2d_grad, adaptive_avg_pool2d, real floating: eg_pool_args
+ *   eg_conv_<kernel>_<dtype>                conv2d, its gradients, linear's store: eg_conv_args
+ *   eg_gemm_<dtype>                         ember's own tiled GEMM, real and complex floating:
+ *                                            eg_gemm_args (below)
  *   take, put, matmul: any 1-d block and grid, one thread per output element (take, matmul) or
  *   per (outer, inner) pair (put); with no elements, do not launch.  nonzero: block at most
  *   EG_BLOCK threads, grid exactly ceil(total / chunk) blocks (no grid-stride; e.g. chunk =
@@ -477,26 +478,6 @@ typedef struct {
     int flags;                         /* EG_UPDATE_* */
     int reserved;
 } eg_updates_args;
-/* ember's own GEMM (eg_gemm.h): c (batch, m, n) = alpha * a (batch, m, k) @ b (batch, k, n) + beta * c,
- * every operand with its own strides (elements: batch, row, column; any sign, 0 broadcasts), c not
- * read when beta is 0; alpha, beta as (real, imaginary) doubles, rounded to the accumulation type.
- * Block exactly EG_BLOCK threads; any 1-d grid (blocks take tiles of c in turn, grid-stride; tile
- * sizes per dtype in gen_gemm.TILES: ceil(m / BM) * ceil(n / BN) * batch tiles).  m, n or batch 0:
- * do not launch; k == 0 writes beta * c. */
-typedef struct {
-    void *c;
-    const void *a;
-    const void *b;
-    long long batch;
-    long long m;
-    long long n;
-    long long k;
-    long long a_strides[3];
-    long long b_strides[3];
-    long long c_strides[3];
-    double alpha[2];
-    double beta[2];
-} eg_gemm_args;
 /* 2-d pooling (eg_pool.h): eg_pool_<op>_<dtype>, op max_pool2d, max_pool2d_grad, max_pool2d_select,
  * avg_pool2d, avg_pool2d_grad or adaptive_avg_pool2d, real floating.  planes (N * C) planes of x's
  * size (h, w) and of the pooled size (oh, ow), every tensor contiguous.  out is pooled-sized (the
@@ -525,6 +506,65 @@ typedef struct {
     int count_include_pad;
     int reserved;
 } eg_pool_args;
+/* ember's own GEMM (eg_gemm.h): c (batch, m, n) = alpha * a (batch, m, k) @ b (batch, k, n) + beta * c,
+ * every operand with its own strides (elements: batch, row, column; any sign, 0 broadcasts), c not
+ * read when beta is 0; alpha, beta as (real, imaginary) doubles, rounded to the accumulation type.
+ * Block exactly EG_BLOCK threads; any 1-d grid (blocks take tiles of c in turn, grid-stride; tile
+ * sizes per dtype in gen_gemm.TILES: ceil(m / BM) * ceil(n / BN) * batch tiles).  m, n or batch 0:
+ * do not launch; k == 0 writes beta * c. */
+typedef struct {
+    void *c;
+    const void *a;
+    const void *b;
+    long long batch;
+    long long m;
+    long long n;
+    long long k;
+    long long a_strides[3];
+    long long b_strides[3];
+    long long c_strides[3];
+    double alpha[2];
+    double beta[2];
+} eg_gemm_args;
+/* conv2d, conv2d_input_grad, conv2d_weight_grad and linear's store (eg_conv.h): eg_conv_<kernel>_<dtype>,
+ * real floating, every tensor contiguous: x (batch, channels, height, width), weight (out_channels,
+ * channels / groups, kernel_h, kernel_w), grad_output and conv2d's out (batch, out_channels, out_h,
+ * out_w); bias (out_channels,) or NULL.  Kernels, what they read -> what they write:
+ *   im2col: x -> cols, row (c * kernel_h + k) * kernel_w + j of image n at n * col_image + row * col_row
+ *     (out_h * out_w values each); col2im: cols (the same layout) -> out (x's shape), each element the
+ *     sum of its taps; epilogue: out in place, + bias, relu when relu is 1 (linear: out_h = out_w = 1);
+ *   direct: x, weight, bias, relu -> out (conv2d); direct_input_grad: grad_output, weight -> out (x's
+ *     shape); direct_weight_grad: x, grad_output -> out (weight's shape).
+ * A thread per element written (any 1-d block and grid, grid-stride), except direct_weight_grad: a
+ * block of exactly EG_BLOCK threads per weight element (any grid).  Nothing to write: do not launch. */
+typedef struct {
+    void *out;
+    void *cols;
+    const void *x;
+    const void *weight;
+    const void *grad_output;
+    const void *bias;
+    long long batch;
+    long long channels;
+    long long height;
+    long long width;
+    long long out_channels;
+    long long out_h;
+    long long out_w;
+    long long kernel_h;
+    long long kernel_w;
+    long long stride_h;
+    long long stride_w;
+    long long pad_h;
+    long long pad_w;
+    long long dilation_h;
+    long long dilation_w;
+    long long groups;
+    long long col_image;               /* elements (im2col, col2im) */
+    long long col_row;
+    int relu;
+    int reserved;
+} eg_conv_args;
 /* EG_CDEF_END */
 
 /* The cdef block spells array lengths as literals (cffi does not expand macros there). */

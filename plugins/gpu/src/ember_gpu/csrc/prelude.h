@@ -15,8 +15,8 @@
  * eg_loops.h (the elementwise loops), eg_random.h (Philox), eg_reduce.h (reductions), eg_scan.h
  * (scans), eg_sort.h (sort, searchsorted), eg_index.h
  * (take, index_put, the integer matmul), eg_nn.h (softmax, nll_loss), eg_norm.h (layer_norm,
- * group_norm), eg_optim.h (sgd_step, adam_step), eg_gemm.h (the tiled GEMM), eg_host.h (the host
- * launcher).
+ * group_norm), eg_optim.h (sgd_step, adam_step), eg_gemm.h (the tiled GEMM), eg_conv.h (conv2d's
+ * columns, depthwise kernels, linear's store), eg_host.h (the host launcher).
  */
 #ifndef EG_PRELUDE_H
 #define EG_PRELUDE_H
@@ -131,6 +131,7 @@ static EG_HD EG_INLINE bool eg_signbit(double x) { return (eg_f64_bits(x) >> 63)
 #include "eg_nn.h"
 #include "eg_norm.h"
 #include "eg_optim.h"
+#include "eg_conv.h"
 #include "eg_gemm.h"
 #include "eg_pool.h"
 
