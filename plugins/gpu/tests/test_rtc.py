@@ -244,6 +244,32 @@ def test_a_second_compilation_is_a_cache_hit_in_this_and_later_processes(compile
     assert len(compile_log()) == 4
 
 
+# ---- the real NVRTC -------------------------------------------------------------------------------------
+
+NVRTC_SITE = Path(__file__).resolve().parents[1] / "build" / "nvrtc"  # where .ci/run puts the NVRTC wheel
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    from ember_cuda.vendor import CUDA
+
+    found = rtc.find_compiler(CUDA, search_path=[str(NVRTC_SITE), *sys.path])
+    if found is None:
+        pytest.skip(f'no NVRTC (.ci/run installs it: pip install --target {NVRTC_SITE} "nvidia-cuda-nvrtc>=13,<14")')
+    return CUDA, found
+
+
+@pytest.mark.parametrize(("image", "arch"), [("binary_add", "sm_90"), ("fill", "sm_120")])
+def test_nvrtc_compiles_the_shared_sources_into_sass_for_the_gpu(nvrtc, tmp_path, image, arch):
+    from ember_gpu.build import _elf_functions
+
+    vendor, compiler = nvrtc
+    compilation = rtc.Compilation(vendor, "ember_cuda", finder=lambda vendor: compiler, cache=rtc.KernelCache(tmp_path))
+    assert compilation.refusal(arch) is None
+    code = compilation.compile(image, arch)
+    assert _elf_functions(code) == set(rtc._generated()[image].kernels)  # a cubin holding every kernel of the image
+
+
 # ---- what the shipped images hold ----------------------------------------------------------------------
 
 def _fatbin_with_ptx(arch: int) -> bytes:

@@ -168,12 +168,18 @@ NVRTC = RtcVendor(
         "error_string": "nvrtcGetErrorString",
         "version": "nvrtcVersion",
     },
-    options=("--std=c++17", "--fmad=false"),  # nvcc's flags of the shipped fatbins
+    # nvcc's flags of the shipped fatbins, and what NVRTC lacks of the GCC builtins prelude.h uses
+    options=("--std=c++17", "--fmad=false", "-D__SIZE_TYPE__=unsigned long",
+             "-D__builtin_huge_val()=__longlong_as_double(0x7ff0000000000000LL)",
+             "-D__builtin_huge_valf()=__int_as_float(0x7f800000)",
+             "-D__builtin_nan(tag)=__longlong_as_double(0x7ff8000000000000LL)",
+             "-D__builtin_nanf(tag)=__int_as_float(0x7fc00000)"),
     arch_option="-arch={arch}",
     archs={**dict.fromkeys(("sm_80", "sm_86", "sm_87", "sm_89", "sm_90"), (12, 0)),
            **dict.fromkeys(("sm_100", "sm_120"), (12, 8)), **dict.fromkeys(("sm_103", "sm_121"), (12, 9)),
            "sm_110": (13, 0)},
-    install_hint='pip install "nvidia-cuda-nvrtc>=13,<14" (or the CUDA 13 toolkit, its lib64 on LD_LIBRARY_PATH)',
+    install_hint='pip install "ember-cuda[nvrtc]" (it adds the nvidia-cuda-nvrtc wheel), or install the CUDA 13 '
+                 "toolkit and put its lib64 directory on LD_LIBRARY_PATH",
     image_format="fatbin",
     # CUDA_ERROR_NO_BINARY_FOR_GPU, _INVALID_PTX, _UNSUPPORTED_PTX_VERSION
     fallback_statuses=frozenset({209, 218, 222}),
