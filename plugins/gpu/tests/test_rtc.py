@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from ember_gpu import rtc
+from ember_gpu import kernel_cache, rtc
 from ember_gpu.errors import DriverError
 from ember_gpu.vendor import RtcVendor
 from testgpu_vendor import TEST_VENDOR
@@ -111,12 +111,12 @@ def test_what_the_compiler_prints_cannot_corrupt_the_answer():
 def test_the_cache_location_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "e"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
-    assert rtc.cache_dir() == tmp_path / "e" / "kernels"
+    assert kernel_cache.cache_dir() == tmp_path / "e" / "kernels"
     monkeypatch.delenv("EMBER_CACHE_DIR")
-    assert rtc.cache_dir() == tmp_path / "x" / "ember" / "kernels"
+    assert kernel_cache.cache_dir() == tmp_path / "x" / "ember" / "kernels"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "h"))
-    assert rtc.cache_dir() == tmp_path / "h" / ".cache" / "ember" / "kernels"
+    assert kernel_cache.cache_dir() == tmp_path / "h" / ".cache" / "ember" / "kernels"
 
 
 KEY_PARTS = {"compiler": COMPILER, "arch": "sm_80", "options": ["-O3"], "source": "S", "headers": {"a.h": "A"}}
@@ -133,9 +133,9 @@ def test_the_key_changes_with_every_input(part, other):
 
 
 def test_an_entry_is_found_by_another_cache_on_the_same_directory(tmp_path):
-    rtc.KernelCache(tmp_path).put("k1", b"\x7fELF code")
-    assert rtc.KernelCache(tmp_path).get("k1") == b"\x7fELF code"
-    assert rtc.KernelCache(tmp_path).get("k2") is None
+    kernel_cache.KernelCache(tmp_path).put("k1", b"\x7fELF code")
+    assert kernel_cache.KernelCache(tmp_path).get("k1") == b"\x7fELF code"
+    assert kernel_cache.KernelCache(tmp_path).get("k2") is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k1"]  # no temporary file left behind
 
 
@@ -146,8 +146,8 @@ def test_an_entry_is_renamed_into_place_whole(tmp_path, monkeypatch):
         seen.append((Path(source).name, Path(source).read_bytes()))
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(rtc.os, "replace", replace)
-    cache = rtc.KernelCache(tmp_path)
+    monkeypatch.setattr(kernel_cache.os, "replace", replace)
+    cache = kernel_cache.KernelCache(tmp_path)
     with pytest.warns(RuntimeWarning, match="No space left on device"):
         cache.put("k1", b"code")
     (name, written), = seen
@@ -157,25 +157,25 @@ def test_an_entry_is_renamed_into_place_whole(tmp_path, monkeypatch):
 
 
 def test_a_corrupt_entry_is_dropped(tmp_path):
-    rtc.KernelCache(tmp_path).put("k1", b"code")
+    kernel_cache.KernelCache(tmp_path).put("k1", b"code")
     entry = tmp_path / "k1"
     entry.write_bytes(entry.read_bytes()[:-1] + b"X")
-    assert rtc.KernelCache(tmp_path).get("k1") is None
+    assert kernel_cache.KernelCache(tmp_path).get("k1") is None
     assert not entry.exists()
     entry.write_bytes(b"short")
-    assert rtc.KernelCache(tmp_path).get("k1") is None
+    assert kernel_cache.KernelCache(tmp_path).get("k1") is None
 
 
 def test_an_unwritable_cache_warns_once_and_keeps_images_in_memory(tmp_path):
     (tmp_path / "home").write_text("a file where the cache directory's parent should be")
-    cache = rtc.KernelCache(tmp_path / "home" / "kernels")
+    cache = kernel_cache.KernelCache(tmp_path / "home" / "kernels")
     with pytest.warns(RuntimeWarning, match=r"kept in memory only.*cannot be written.*EMBER_CACHE_DIR") as caught:
         cache.put("k1", b"one")
         cache.put("k2", b"two")
     assert len(caught) == 1
     assert (cache.get("k1"), cache.get("k2")) == (b"one", b"two")
     with pytest.warns(RuntimeWarning, match="no home directory"):
-        rtc.KernelCache(None).put("k1", b"one")
+        kernel_cache.KernelCache(None).put("k1", b"one")
 
 
 # ---- the probe order, the allow-list -------------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_the_probe_takes_the_first_library_that_loads_and_holds_the_compiler(tmp
 
 def _compilation(compiler, cache_dir=None, vendor=RTC_VENDOR):
     return rtc.Compilation(vendor, "ember_testgpu_images", finder=lambda vendor: compiler,
-                           cache=rtc.KernelCache(cache_dir))
+                           cache=kernel_cache.KernelCache(cache_dir))
 
 
 def test_the_allow_list_and_the_compiler_version_decide_before_anything_runs():
@@ -264,7 +264,8 @@ def test_nvrtc_compiles_the_shared_sources_into_sass_for_the_gpu(nvrtc, tmp_path
     from ember_gpu.build import _elf_functions
 
     vendor, compiler = nvrtc
-    compilation = rtc.Compilation(vendor, "ember_cuda", finder=lambda vendor: compiler, cache=rtc.KernelCache(tmp_path))
+    compilation = rtc.Compilation(vendor, "ember_cuda", finder=lambda vendor: compiler,
+                                  cache=kernel_cache.KernelCache(tmp_path))
     assert compilation.refusal(arch) is None
     code = compilation.compile(image, arch)
     assert _elf_functions(code) == set(rtc._generated()[image].kernels)  # a cubin holding every kernel of the image

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 import pytest
-from ember_gpu import rtc
+from ember_gpu import kernel_cache, rtc
 from ember_gpu.fake import FakeGpu
 from ember_gpu.runtime import Runtime
 from ember_rocm.vendor import HIP, HIPRTC
@@ -42,7 +42,7 @@ def test_the_probe_finds_hiprtc_and_the_rocm_version(hiprtc):
 def test_ember_sources_compile_to_a_code_object_for_the_gpu_in_a_child(hiprtc, tmp_path):
     if hiprtc.version >= (6, 0):
         pytest.skip("checked against ROCm 5's hipRTC")
-    compilation = rtc.Compilation(HIP, "ember_rocm", cache=rtc.KernelCache(tmp_path))
+    compilation = rtc.Compilation(HIP, "ember_rocm", cache=kernel_cache.KernelCache(tmp_path))
     code = compilation.compile("binary_add", "gfx90a")
     assert code[:4] == b"\x7fELF" and b"amdgcn-amd-amdhsa--gfx90a" in code
     for name in ("eg_binary_add_float32", "eg_binary_add_complex128"):

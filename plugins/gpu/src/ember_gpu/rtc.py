@@ -10,12 +10,9 @@ shipped image serves, or whose driver rejects the shipped code (a driver older t
 - An allow-list: the table's architectures with the oldest compiler version known to build them.
   Any other architecture, or an older compiler, is declined before anything runs, with a message
   saying what is needed ("gfx942 needs ROCm 6 or newer").
-- Compiled images are cached on disk for every process and both vendors: ``$EMBER_CACHE_DIR/kernels``,
-  else ``$XDG_CACHE_HOME/ember/kernels``, else ``~/.cache/ember/kernels``; the key hashes the source,
-  the headers, the options, the architecture and the compiler's name and version.  Entries are
-  written atomically (a temporary file renamed into place) and carry a digest of their bytes: a
-  corrupt entry is compiled again.  A cache that cannot be written (read-only or missing home) warns
-  once and keeps compiled images in memory for this process.
+- Compiled images are cached on disk for every process and both vendors (``ember_gpu.kernel_cache``);
+  the key hashes the source, the headers, the options, the architecture and the compiler's name and
+  version.
 """
 
 from __future__ import annotations
@@ -30,15 +27,13 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ember_gpu.errors import DriverError, GpuError
+from ember_gpu.kernel_cache import KernelCache, cache_dir
 from ember_gpu.vendor import RtcVendor, Vendor
 
 # Every compiler function ember calls, by ember_gpu's name: (result type, parameters).  NVRTC and
@@ -57,8 +52,6 @@ SIGNATURES: dict[str, tuple[str, str]] = {
 }
 CHILD_TIMEOUT_S = 900  # one source, one architecture: seconds on a slow machine, never this long
 LIBRARY_FACTORY = "ember_gpu.rtc:LibraryCompiler"
-CACHE_ENV = "EMBER_CACHE_DIR"
-_ENTRY_MAGIC = b"EMBERRTC1\0"
 
 
 class RtcError(GpuError, RuntimeError):
@@ -252,77 +245,11 @@ def kernel_source(image: str) -> tuple[str, dict[str, str]]:
     return '#include "prelude.h"\n' + _generated()[image].text, headers
 
 
-# ---- the disk cache ------------------------------------------------------------------------------------
-
-def cache_dir() -> Path | None:
-    """Where compiled images are kept; None when there is no home directory to put them in."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit) / "kernels"
-    base = os.environ.get("XDG_CACHE_HOME")
-    if not base:
-        try:
-            base = str(Path.home() / ".cache")
-        except RuntimeError:  # no HOME and no passwd entry
-            return None
-    return Path(base) / "ember" / "kernels"
-
+# ---- the cache key ---------------------------------------------------------------------------------
 
 def cache_key(compiler: Compiler, arch: str, options: Iterable[str], source: str, headers: Mapping[str, str]) -> str:
     parts = [compiler.table.product, list(compiler.version), arch, list(options), source, sorted(headers.items())]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
-
-
-class KernelCache:
-    """Compiled images by key: on disk when the directory can be written, always in memory too."""
-
-    def __init__(self, directory: str | os.PathLike[str] | None) -> None:
-        self.directory = None if directory is None else Path(directory)  # None: memory only (no home directory)
-        self._memory: dict[str, bytes] = {}
-        self._warned = False
-
-    def get(self, key: str) -> bytes | None:
-        found = self._memory.get(key)
-        if found is not None or self.directory is None:
-            return found
-        path = self.directory / key
-        try:
-            entry = path.read_bytes()
-        except OSError:
-            return None
-        head = len(_ENTRY_MAGIC) + 32
-        data = entry[head:]
-        if entry[:len(_ENTRY_MAGIC)] != _ENTRY_MAGIC or entry[len(_ENTRY_MAGIC):head] != hashlib.sha256(data).digest():
-            try:
-                path.unlink()  # corrupt (a crash of a writer without rename is impossible: a disk fault, an edit)
-            except OSError:
-                pass
-            return None
-        self._memory[key] = data
-        return data
-
-    def put(self, key: str, data: bytes) -> None:
-        self._memory[key] = data
-        if self.directory is None:
-            return self._warn("there is no home directory")
-        temporary = None
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{key}.", suffix=".partial")
-            with os.fdopen(handle, "wb") as out:
-                out.write(_ENTRY_MAGIC + hashlib.sha256(data).digest() + data)
-            os.replace(temporary, self.directory / key)
-        except OSError as exc:
-            if temporary is not None:
-                Path(temporary).unlink(missing_ok=True)
-            self._warn(f"{self.directory} cannot be written ({exc.strerror or exc})")
-
-    def _warn(self, why: str) -> None:
-        if not self._warned:
-            self._warned = True
-            warnings.warn(f"ember: compiled GPU kernels are kept in memory only, since {why}: each process compiles "
-                          f"them again; set {CACHE_ENV} to a writable directory to keep them", RuntimeWarning,
-                          stacklevel=3)
 
 
 # ---- the child process -------------------------------------------------------------------------------
@@ -346,7 +273,7 @@ def compile_in_child(compiler: Compiler, name: str, source: str, headers: Mappin
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        died = (f"was killed by {signal.Signals(-done.returncode).name}" if done.returncode < 0
+        died = (f"was killed by {_signal_name(-done.returncode)}" if done.returncode < 0
                 else f"exited with status {done.returncode}")
         tail = done.stderr.strip()[-2000:]
         raise CompilerCrashed(f"{what}: the compiler's process {died} without an answer (the compiler crashed; "
@@ -354,6 +281,13 @@ def compile_in_child(compiler: Compiler, name: str, source: str, headers: Mappin
     if "error" in answer:
         raise CompileError(f"{what} failed: {answer['error']}", answer.get("log", ""))
     return base64.b64decode(answer["code"])
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class LibraryCompiler:
