@@ -112,6 +112,7 @@ REDUCE: dict[str, tuple[tuple[str, ...], str]] = {
 ARG_REDUCE = ("argmax", "argmin")
 SORT = ("sort", "argsort")  # every dtype: keys, a bitonic network over (key, index) pairs, a gather
 SORT_NETWORK = "sort_network.pairs"
+SORT_MERGE = "sort_merge.pairs"  # CPU devices merge instead (no barriers)
 SCAN = ("cumulative_sum", "cumulative_prod")  # inputs: DTYPES; integers and bool accumulate in int64
 MATMUL_DTYPES = NUMERIC
 MATMUL_DIRECT_BLOCKS = (8, 16)  # register blocks (RB x RB outputs per invocation) of matmul_direct.comp
@@ -201,7 +202,8 @@ def variants() -> list[Variant]:
         add(_v("sort_gather", {"A": d, "O": d}))
         add(_v("searchsorted", {"A": d}))
         add(_v("nonzero", {"A": d}))
-    add(Variant(SORT_NETWORK, "sort_network", ()))  # no slots: named apart from its template's file
+    add(Variant(SORT_NETWORK, "sort_network", ()))  # no slots: named apart from their templates' files
+    add(Variant(SORT_MERGE, "sort_merge", ()))
     for a, o in SUBGROUP_SUM_PAIRS:
         add(Variant(name_of("reduce_subgroup", A=a, O=o), "reduce", (("A", a), ("O", o)), (("SUBGROUP_SUM", "1"),)))
     for d in MATMUL_DTYPES:

@@ -31,6 +31,8 @@ SCAN_WG = 64  # workgroup size of scan.comp
 SERIAL_WG = 64  # workgroup size of reduce_serial.comp
 SUM = catalog.op_code(catalog.REDUCE, "sum")
 SORT_BLOCK = 512  # (key, index) pairs sort_network.comp sorts in shared memory (two per invocation)
+SORT_MERGE_WG = 64  # workgroup size of sort_merge.comp
+SORT_MERGE_CHUNK = 256  # outputs one invocation of sort_merge.comp writes (a power of two)
 MATMUL_THREADS = 16  # matmul.comp's workgroup is MATMUL_THREADS x MATMUL_THREADS
 MATMUL_DIRECT_WG = 16  # workgroup size of matmul_direct.comp (small: lavapipe spreads workgroups over its threads)
 
@@ -264,7 +266,7 @@ def _sort(name: str) -> Callable[..., None]:
 
     def kernel(out: Any, x: Any, *, descending: bool) -> None:
         """Stable sort / argsort along the last dim: (key, index) pairs per row, padded to a power of two,
-        through the bitonic network (sort_network.comp), then gathered into out."""
+        sorted by the bitonic network (sort_network.comp; merge passes on CPU devices), then gathered."""
         if out.size == 0:
             return
         dev = _device(out)
@@ -277,17 +279,36 @@ def _sort(name: str) -> Callable[..., None]:
             raise ShapeError(f"ember-vulkan sorts at most {MAX_ELEMENTS} elements at once (rows padded to a power "
                              f"of two); this sort needs {rows * span}")
         x_at, out_at = _address(dev, x), _address(dev, out)
-        with _scratch(dev, rows * span * 8) as keys, _scratch(dev, rows * span * 4) as index:
+        with contextlib.ExitStack() as stack:
+            keys, index = (stack.enter_context(_scratch(dev, rows * span * size)) for size in (8, 4))
             dev.dispatch(name_of("sort_keys", A=x.dtype.name), (dev.groups_for(rows * span), 1, 1), "<QQQQIII",
                          (keys, index, x_at, PARAMS, rows, span, int(descending)),
                          [len(outer), row_len, x.offset, x.strides[-1], *outer, *x_outer])
-            _bitonic(dev, keys, index, rows, span)
+            if dev.is_cpu:
+                spare = tuple(stack.enter_context(_scratch(dev, rows * span * size)) for size in (8, 4))
+                index = _merge_passes(dev, (keys, index), spare, rows, span)
+            else:
+                _bitonic(dev, keys, index, rows, span)
             dev.dispatch(name_of("sort_gather", A=x.dtype.name, O=x.dtype.name), (dev.groups_for(out.size), 1, 1),
                          "<QQQQII", (out_at, index, x_at, PARAMS, rows, span),
                          [len(outer), row_len, x.offset, x.strides[-1], out.offset, out.strides[-1], *outer,
                           *x_outer, *out_outer], argsort)
 
     return kernel
+
+
+def _merge_passes(dev: VulkanDevice, pairs: tuple[int, int], spare: tuple[int, int], rows: int, span: int) -> int:
+    """CPU devices: bottom-up merge passes (sort_merge.comp) between the two buffer pairs, runs doubling
+    from 1 to span; returns the index buffer that holds the sorted order."""
+    width = 1
+    while width < span:
+        chunk = min(2 * width, SORT_MERGE_CHUNK)
+        chunks = rows * span // chunk
+        dev.dispatch(catalog.SORT_MERGE, (dev.groups_for(chunks, SORT_MERGE_WG), 1, 1), "<QQQQIII",
+                     (*pairs, *spare, chunks, width, chunk))
+        pairs, spare = spare, pairs
+        width *= 2
+    return pairs[1]
 
 
 def _bitonic(dev: VulkanDevice, keys: int, index: int, rows: int, span: int) -> None:
