@@ -3,7 +3,8 @@ fake driver with the driver's launch call made a no-op (so no GPU and no kernel 
 is the core's dispatch, the op layer's argument packing and the launch call's own cost).
 
 Run: ``python bench/bench_host_path.py`` after building the host kernels into plugins/gpu/build/host-kernels
-(``ember_gpu.build.build_host_libraries``; the test run and .ci/run build them).
+(``ember_gpu.build.build_host_libraries``; the test run and .ci/run build them); ``EMBER_HOTPATH=0`` measures
+the pure-Python path beside the compiled one (ember_core/hotpath.py).
 On a real GPU a launch adds the driver's own time (about 1.4 µs per libcuda call through cffi on the
 H200 machine, ../shared/notes/gpu.md), and PyTorch's figure there is the one to compare with
 (bench/bench_cuda.py measures both); this bench tracks what ember controls, from one session to the
@@ -43,10 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     from ember_gpu.fake import FakeGpu
 
     import ember_core as em
+    from ember_core import hotpath
 
     FakeGpu._launch_kernel = lambda self, *launch: 0  # the launch queues nothing: the op path alone
     small = np.random.default_rng(0).standard_normal(16).astype(np.float32)
     theirs = cases(torch, "cpu", small)
+    print(f"compiled hot path (ember_core.hotpath): {'on' if hotpath._configured else 'off'}")
     print("| case | device | ember µs | PyTorch CPU µs |\n|---|---|---|---|")
     for device, label in (("cpu", "cpu"), ("cuda", "cuda (fake driver, no-op launch)")):
         for name, ours in cases(em, device, small).items():

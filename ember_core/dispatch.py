@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ember_core import hotpath
 from ember_core.errors import ConfigError, UnsupportedOpError
 from ember_core.plugins import MANAGER, PROJECT_PACKAGES, Backend
 
@@ -220,9 +221,11 @@ def plan_cache() -> dict[Any, Any]:
 def _preferring(prefs: Preferences) -> Iterator[None]:
     saved = _state.__dict__.get("prefs")  # None outside any block: the configuration's applies on exit
     _state.prefs = prefs
+    hotpath.pause()  # the compiled plans are the configuration's: not for this block, in any thread
     try:
         yield
     finally:
+        hotpath.resume()
         if saved is None:
             del _state.prefs
         else:
@@ -345,6 +348,7 @@ def _clear() -> None:
     the environment).  A context manager's preferences in this thread stay in force."""
     for cache in _plan_caches:
         cache.clear()
+    hotpath.clear()
     _State.prefs = None
 
 

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from ember_core import dtypes as _dt
+from ember_core import hotpath
 from ember_core.device import Device, as_device
 from ember_core.errors import DeviceError, DTypeError, ShapeError
+from ember_core.hotpath import StorageBase, TensorBase, native
 
 # No 64-bit CPU addresses more than 2**57 bytes (x86-64 and RISC-V with 5-level paging; ARM64: 2**52),
 # so no allocation can be larger, and no op may walk more bytes in one operand, broadcast views included
@@ -27,15 +29,16 @@ _SMALL_BLOCK = 1 << 16  # blocks up to this size are recycled by the core
 _BLOCKS_PER_SIZE = 32  # how many freed blocks of one size a device keeps
 
 
-class Storage:
+class Storage(StorageBase):
     """One allocation of a backend.  ``version`` counts in-place writes (autograd checks it).
 
     Freed blocks of up to 64 KiB go back to a small per-device, per-size pool instead of the
     backend, so the op hot path usually skips both the alloc and the free hook (~20% of a small
-    op).  ``ember_core.empty_cache()`` hands them to the backend's free hook.
+    op).  ``ember_core.empty_cache()`` hands them to the backend's free hook.  With the compiled
+    hot path (ember_core.hotpath) the fields and the release live in its StorageBase.
     """
 
-    __slots__ = ("__weakref__", "blocks", "device", "free", "handle", "nbytes", "version")
+    __slots__ = () if native else ("__weakref__", "blocks", "device", "free", "handle", "nbytes", "version")
 
     def __init__(self, device: Device, nbytes: int, handle: Any = None) -> None:
         self.free = None  # set last: a failed allocation must not be freed
@@ -64,19 +67,20 @@ class Storage:
         self.handle = handle
         self.free = device._free
 
-    def __del__(self) -> None:
-        free = getattr(self, "free", None)  # unset when __init__ never ran (or failed before its first line)
-        if free is not None:
-            self.free = None
-            blocks = self.blocks
-            # (not into the pool if its backend was since unregistered: device._free changed)
-            if blocks is not None and len(blocks) < _BLOCKS_PER_SIZE and self.device._free is free:
-                blocks.append(self.handle)
-                return
-            try:
-                free(self.device, self.handle)
-            except Exception:  # a finalizer must not raise; the backend is already told by contract
-                pass
+    if native is None:  # (the compiled StorageBase returns the block in C: ember_core.hotpath)
+        def __del__(self) -> None:
+            free = getattr(self, "free", None)  # unset when __init__ never ran (or failed before its first line)
+            if free is not None:
+                self.free = None
+                blocks = self.blocks
+                # (not into the pool if its backend was since unregistered: device._free changed)
+                if blocks is not None and len(blocks) < _BLOCKS_PER_SIZE and self.device._free is free:
+                    blocks.append(self.handle)
+                    return
+                try:
+                    free(self.device, self.handle)
+                except Exception:  # a finalizer must not raise; the backend is already told by contract
+                    pass
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Storage:
         """A new allocation on the same device holding a copy of the bytes, never a second owner of
@@ -125,8 +129,8 @@ def span(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> tuple
 _new = object.__new__
 
 
-class Tensor:
-    __slots__ = (
+class Tensor(TensorBase):
+    __slots__ = () if native else (  # (fields of the compiled TensorBase, with its operators: ember_core.hotpath)
         "__weakref__", "_autograd", "_base", "_contig", "_device", "_dtype", "_native", "_numel", "_offset",
         "_requires_grad", "_shape", "_storage", "_strides", "grad", "grad_fn",
     )
@@ -558,6 +562,13 @@ class Tensor:
         if dtype is self._dtype and not copy:
             return self
         return call("astype", self, dtype)
+
+
+if hotpath.configure(Tensor, Storage, _SMALL_BLOCK, _BLOCKS_PER_SIZE):  # their compiled constructors
+    Tensor._make_contiguous = native.make_contiguous  # type: ignore[method-assign]
+    new_storage = native.new_storage
+else:
+    new_storage = Storage
 
 
 def _as_original_kind(original: Tensor, copied: Tensor) -> Tensor:

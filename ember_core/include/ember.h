@@ -74,4 +74,18 @@ typedef struct {
     int64_t strides[EMBER_MAX_NDIM];
 } ember_tensor;
 
+/*
+ * Direct entries (optional): flat elementwise functions a provider may export for the core's
+ * compiled hot path (ember_core/hotpath.py), which calls them without Python for contiguous
+ * operands of one dtype.  `op` is the provider's own code for the op, `dtype` an ember_dtype of
+ * the inputs, `n` the element count; data pointers are allocation starts and offsets are in
+ * elements.  A binary operand's step is 1 (contiguous) or 0 (one element repeated).  The
+ * output is contiguous and freshly allocated.  They return 0 or a nonzero status (the core then
+ * runs the provider's Python kernel, which reports the error).
+ */
+typedef int (*ember_unary_flat_fn)(int op, int dtype, int64_t n, void *out, int64_t out_offset, const void *x,
+                                   int64_t x_offset);
+typedef int (*ember_binary_flat_fn)(int op, int dtype, int64_t n, void *out, int64_t out_offset, const void *a,
+                                    int64_t a_offset, int a_step, const void *b, int64_t b_offset, int b_step);
+
 #endif /* EMBER_H */

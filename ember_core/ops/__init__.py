@@ -10,12 +10,13 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from ember_core import hotpath
 from ember_core.autograd.formulas import differentiable
 from ember_core.autograd.grad_mode import MODE
 from ember_core.dtypes import BY_NAME, result_type
 from ember_core.errors import RegistryError
 from ember_core.ops import composites, nn_composites, optim_composites
-from ember_core.ops.families import BUILDERS
+from ember_core.ops.families import BUILDERS, scalar_operand
 from ember_core.ops.registry import REGISTRY, OpSchema
 
 ENTRIES: dict[str, Callable[..., Any]] = {}
@@ -69,7 +70,7 @@ def _install(schema: OpSchema) -> Callable[..., Any]:
         raise RegistryError(f"{schema.file}: op {schema.name!r}: unknown family {schema.family!r}; known: "
                             f"{', '.join(sorted(BUILDERS))}") from None
     composite = _composite_for(schema)
-    fn = differentiable(schema, builder(schema, composite), composite)
+    fn = differentiable(schema, hotpath.fast(builder(schema, composite), schema.family), composite)
     fn.__name__ = schema.name.rsplit(".", 1)[-1]
     fn.__qualname__ = schema.name
     fn.__doc__ = f"{schema.name}{schema.signature_text}\n\n{schema.doc}".strip()
@@ -97,7 +98,10 @@ def names() -> list[str]:
 def _bind_methods(schema: OpSchema, fn: Callable[..., Any]) -> None:
     from ember_core.tensor import Tensor
 
+    forward = getattr(fn, "__wrapped__", fn)
     for method in schema.methods:
+        if hotpath.serves(method, forward, fn):
+            continue  # the compiled Tensor type's own operator
         if method in _REFLECTED:
             setattr(Tensor, method, _reflected(fn))
         elif method.startswith("__i") and method not in ("__invert__", "__index__"):
@@ -164,5 +168,6 @@ def unload_vendor_ops(names: list[str]) -> None:
             target.__dict__.pop(leaf, None)
 
 
+hotpath.serve_scalars(scalar_operand)
 for _schema in REGISTRY:
     _bind_methods(_schema, _install(_schema))

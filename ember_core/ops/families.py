@@ -30,7 +30,7 @@ from ember_core.errors import (
 )
 from ember_core.ops.registry import OpSchema
 from ember_core.plugins import MAX_NDIM
-from ember_core.tensor import MAX_BYTES, Storage, Tensor, contiguous_strides
+from ember_core.tensor import MAX_BYTES, Tensor, contiguous_strides, new_storage
 from ember_core.views import (
     _broadcast_shapes,
     along_axis,
@@ -54,7 +54,7 @@ def empty(shape: tuple[int, ...], dtype: dt.DType, device: Any) -> Tensor:
             _layouts.clear()
         layout = _layouts[shape] = (contiguous_strides(shape), math.prod(shape))
     strides, numel = layout
-    return _make_contiguous(Storage(device, numel * dtype.itemsize), shape, strides, numel, dtype)
+    return _make_contiguous(new_storage(device, numel * dtype.itemsize), shape, strides, numel, dtype)
 
 
 # ---- choosing and running a kernel ------------------------------------------------------------
@@ -257,11 +257,18 @@ def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., T
         choice = resolve(schema, x._device, compute, composite)
         return compute, result_dtype(schema, compute), choice, choice.kernel if choice.how == "native" else None
 
+    def planned(x: Tensor) -> tuple[Any, ...]:
+        key = (x._dtype, x._device, _state.prefs or dispatch.current())
+        p = plans.get(key)
+        if p is None:
+            p = plans[key] = plan(x)
+        return p
+
     def op(x: Tensor, /) -> Tensor:
         if x.__class__ is not Tensor:
             x = as_tensor_arg(schema, x)
         key = (x._dtype, x._device, _state.prefs or dispatch.current())
-        p = plans.get(key)
+        p = plans.get(key)  # (planned(), inlined: the hot path)
         if p is None:
             p = plans[key] = plan(x)
         compute, out_dtype, choice, kernel = p
@@ -278,6 +285,7 @@ def build_unary(schema: OpSchema, composite: Callable | None) -> Callable[..., T
         dispatch.note_composite(schema.name, x._device.type, compute)
         return composite(x)
 
+    op.planned = planned  # type: ignore[attr-defined]  (what ember_core.hotpath compiles)
     return op
 
 
@@ -361,6 +369,7 @@ def build_binary(schema: OpSchema, composite: Callable | None) -> Callable[..., 
         return kernel(out, out, x2) is not NotImplemented
 
     op.into = into  # type: ignore[attr-defined]
+    op.planned = planned  # type: ignore[attr-defined]  (what ember_core.hotpath compiles)
     return op
 
 

@@ -76,6 +76,12 @@ def _flat_step(t: Any) -> int:
     return 1 if t._contig else 0 if not any(t._strides) else -1
 
 
+def _direct_entry(function: str, code: int) -> tuple[int, int]:
+    """A kernel's ``direct_entry`` (ember_core.hotpath): the address of its flat C entry point, whose
+    signature is ember.h's ember_unary_flat_fn / ember_binary_flat_fn, and the op code it takes."""
+    return int(ffi.cast("uintptr_t", ffi.addressof(lib, function))), code
+
+
 def _unary(name: str, code: int) -> Callable[..., None]:
     contig, strided = lib.ember_cpu_unary_contig, lib.ember_cpu_unary
 
@@ -88,6 +94,7 @@ def _unary(name: str, code: int) -> Callable[..., None]:
         else:
             _same_shape_call(name, strided, (code,), out, x)
 
+    kernel.direct_entry = _direct_entry("ember_cpu_unary_contig", code)  # type: ignore[attr-defined]
     return kernel
 
 
@@ -106,6 +113,7 @@ def _binary(name: str, code: int) -> Callable[..., None]:
         else:
             _same_shape_call(name, strided, (code,), out, a, b)
 
+    kernel.direct_entry = _direct_entry("ember_cpu_binary_flat", code)  # type: ignore[attr-defined]
     return kernel
 
 
