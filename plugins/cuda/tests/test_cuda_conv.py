@@ -5,6 +5,8 @@ on the same rounded inputs) and against the composites ember-cpu runs in the dty
 (im2col, 1x1 without columns, grouped: one call per group or per image, more groups than the BLAS
 batches), the direct kernels (depthwise), chunked batches, and autograd through conv2d and linear.
 Each op's own kernels ran (the fake's launch log) and nothing went through the CPU fallback.
+On a GPU the same checks run on the real device (cuBLAS, the nvcc-built kernels), and the benchmark's
+shape (8 x 64 x 56 x 56 -> 64, 3x3) in float32 and float16.
 
 The bound for a sum of K products: (2 eps(dtype) + K eps(float32 or float64)) * S, S the same sum over
 absolute values (plus |bias|): the GEMM and the kernels accumulate in float32 for float16 / bfloat16
@@ -25,8 +27,6 @@ from ember_core import dispatch, dtypes
 
 ember_cuda = pytest.importorskip("ember_cuda")
 from ember_gpu import ops, ops_conv  # noqa: E402
-
-pytestmark = [pytest.mark.no_device]
 
 CLAIMED = ops.claimed(ops.OpLayer(ops.kernel_index(ops.package_kernels("ember_cuda"))).table())
 EPSILON = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
@@ -113,27 +113,35 @@ def _ran(fake: Any, kernel: str) -> bool:
     return any(launch.kernel == kernel for launch in fake.launches)
 
 
+def _clear(fake: Any) -> None:
+    """Forget the fake's launches (None: a real GPU, whose launches are not logged)."""
+    if fake is not None:
+        fake.launches.clear()
+
+
 def _composite_close(got: em.Tensor, want: em.Tensor, terms: int, scale: np.ndarray, what: str) -> None:
     """got within twice the bound of ember-cpu's composite in the same dtype (both are within it of the truth)."""
     _within(got, _f64(want), 2 * scale, terms, f"{what} (against ember-cpu)")
 
 
-def _check_conv2d(fake: Any, c: Conv, dtype: str, rng: np.random.Generator, bias: bool, relu: bool) -> None:
+def _check_conv2d(fake: Any | None, c: Conv, dtype: str, rng: np.random.Generator, bias: bool, relu: bool) -> None:
     x, w = _values(rng, c.x_shape, dtype), _values(rng, c.w_shape, dtype)
     b = _values(rng, (c.w_shape[0],), dtype) if bias else None
     kw = {**c.attrs, "activation": "relu" if relu else None}
-    fake.launches.clear()
+    _clear(fake)
     what = f"conv2d {dtype} {c} bias={bias} relu={relu}"
     got = _native("conv2d", what, em.conv2d, x.to_device("cuda:0"), w.to_device("cuda:0"),
                   None if b is None else b.to_device("cuda:0"), **kw)
-    assert c.kernel is None or _ran(fake, f"eg_conv_{c.kernel}_{dtype}"), f"{what}: its kernel did not run"
-    assert _ran(fake, f"eg_conv_epilogue_{dtype}") == (c.kernel != "direct" and (bias or relu)), what
+    if fake is not None:
+        assert c.kernel is None or _ran(fake, f"eg_conv_{c.kernel}_{dtype}"), f"{what}: its kernel did not run"
+        assert _ran(fake, f"eg_conv_epilogue_{dtype}") == (c.kernel != "direct" and (bias or relu)), what
     want, scale = _reference("conv2d", [x, w, b], **kw)
     terms = math.prod(c.w_shape[1:])
     _within(got, want, scale, terms, what)
     _composite_close(got, em.conv2d(x, w, b, **kw), terms, scale, what)
 
 
+@pytest.mark.no_device
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.x_shape}-{c.w_shape}-g{c.groups}")
 def test_conv2d_matches_the_reference(no_claimed_op_falls_back: Any, case: Conv) -> None:
     rng = np.random.default_rng(1)
@@ -142,33 +150,35 @@ def test_conv2d_matches_the_reference(no_claimed_op_falls_back: Any, case: Conv)
             _check_conv2d(no_claimed_op_falls_back, case, dtype, rng, bias, relu)
 
 
-def _check_gradients(fake: Any, c: Conv, dtype: str, rng: np.random.Generator) -> None:
+def _check_gradients(fake: Any | None, c: Conv, dtype: str, rng: np.random.Generator) -> None:
     x, w = _values(rng, c.x_shape, dtype), _values(rng, c.w_shape, dtype)
     out_hw = tuple(em.conv2d(x, w, **c.attrs).shape[2:])
     grad = _values(rng, (c.x_shape[0], c.w_shape[0], *out_hw), dtype)
     on = {name: t.to_device("cuda:0") for name, t in (("x", x), ("w", w), ("grad", grad))}
     what = f"{dtype} {c}"
-    fake.launches.clear()
+    _clear(fake)
     got = _native("conv2d_weight_grad", what, em.conv2d_weight_grad, on["x"], on["grad"], weight_shape=c.w_shape,
                   **c.attrs)
     direct = c.kernel == "direct"
-    assert _ran(fake, f"eg_conv_{'direct_weight_grad' if direct else 'im2col'}_{dtype}") or (
+    assert fake is None or _ran(fake, f"eg_conv_{'direct_weight_grad' if direct else 'im2col'}_{dtype}") or (
         c.x_shape[0] == 1 and c.pointwise), f"conv2d_weight_grad {what}: its kernel did not run"
     want, scale = _reference("conv2d_weight_grad", [x, grad], weight_shape=c.w_shape, **c.attrs)
     terms = c.x_shape[0] * math.prod(out_hw)
     _within(got, want, scale, terms, f"conv2d_weight_grad {what}")
     _composite_close(got, em.conv2d_weight_grad(x, grad, weight_shape=c.w_shape, **c.attrs), terms, scale, what)
-    fake.launches.clear()
+    _clear(fake)
     got = _native("conv2d_input_grad", what, em.conv2d_input_grad, on["grad"], on["w"], input_shape=c.x_shape,
                   **c.attrs)
     kernel = "direct_input_grad" if direct else None if c.pointwise else "col2im"
-    assert kernel is None or _ran(fake, f"eg_conv_{kernel}_{dtype}"), f"conv2d_input_grad {what}: no {kernel}"
+    assert fake is None or kernel is None or _ran(fake, f"eg_conv_{kernel}_{dtype}"), \
+        f"conv2d_input_grad {what}: no {kernel}"
     want, scale = _reference("conv2d_input_grad", [grad, w], input_shape=c.x_shape, **c.attrs)
     terms = c.w_shape[0] // c.groups * math.prod(c.w_shape[2:])
     _within(got, want, scale, terms, f"conv2d_input_grad {what}")
     _composite_close(got, em.conv2d_input_grad(grad, w, input_shape=c.x_shape, **c.attrs), terms, scale, what)
 
 
+@pytest.mark.no_device
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.x_shape}-{c.w_shape}-g{c.groups}")
 def test_conv2d_gradients_match_the_reference(no_claimed_op_falls_back: Any, case: Conv) -> None:
     rng = np.random.default_rng(2)
@@ -189,6 +199,7 @@ def convs(draw: st.DrawFn) -> Conv:
                 dilation, groups)
 
 
+@pytest.mark.no_device
 @SETTINGS
 @given(convs(), st.sampled_from(["float16", "bfloat16", "float32", "float64"]))
 def test_conv2d_and_its_gradients_over_drawn_geometries(no_claimed_op_falls_back: Any, c: Conv, dtype: str) -> None:
@@ -197,6 +208,7 @@ def test_conv2d_and_its_gradients_over_drawn_geometries(no_claimed_op_falls_back
     _check_gradients(no_claimed_op_falls_back, c, dtype, rng)
 
 
+@pytest.mark.no_device
 def test_a_batch_past_the_column_bound_runs_in_chunks(no_claimed_op_falls_back: Any,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Columns of two images at a time: the same results as the reference, one im2col per chunk, and
@@ -211,6 +223,7 @@ def test_a_batch_past_the_column_bound_runs_in_chunks(no_claimed_op_falls_back: 
     assert sum(launch.kernel == "eg_conv_col2im_float32" for launch in fake.launches) == 3
 
 
+@pytest.mark.no_device
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("relu", [True, False])
 def test_linear_matches_the_reference(no_claimed_op_falls_back: Any, bias: bool, relu: bool) -> None:
@@ -231,6 +244,7 @@ def test_linear_matches_the_reference(no_claimed_op_falls_back: Any, bias: bool,
             _composite_close(got, em.linear(x, w, b, **kw), x_shape[-1], scale, what)
 
 
+@pytest.mark.no_device
 def test_autograd_through_conv2d_and_linear_runs_the_native_kernels(no_claimed_op_falls_back: Any) -> None:
     """A conv + relu + linear loss: every gradient equals ember-cpu's (float32), computed with the
     conv kernels (forward, input and weight gradients) on the device."""
@@ -253,3 +267,27 @@ def test_autograd_through_conv2d_and_linear_runs_the_native_kernels(no_claimed_o
                 assert _ran(fake, f"eg_conv_{kernel}_float32"), f"backward did not run eg_conv_{kernel}"
     for k in values:
         np.testing.assert_allclose(grads["cuda:0"][k], grads["cpu"][k], rtol=1e-4, atol=1e-4, err_msg=k)
+
+
+# ---- on a GPU (skipped without one) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.x_shape}-{c.w_shape}-g{c.groups}")
+def test_on_the_gpu_conv2d_and_its_gradients_match_the_reference(case: Conv) -> None:
+    """The same checks on the first CUDA device: cuBLAS's GEMMs (TF32 off) and the kernels compiled by nvcc."""
+    rng = np.random.default_rng(7)
+    with em.fallback_policy("error"):
+        for dtype in _claimed("conv2d"):
+            _check_conv2d(None, case, dtype, rng, True, True)
+            _check_gradients(None, case, dtype, rng)
+
+
+def test_on_the_gpu_a_large_convolution_matches_ember_cpu() -> None:
+    """The benchmark's shape (8 x 64 x 56 x 56 -> 64, 3x3, padding 1) in float32 and float16, forward and both
+    gradients, against the float64 reference."""
+    rng = np.random.default_rng(8)
+    with em.fallback_policy("error"):
+        for dtype in ("float32", "float16"):
+            c = Conv((8, 64, 56, 56), (64, 64, 3, 3), padding=1)
+            _check_conv2d(None, c, dtype, rng, True, True)
+            _check_gradients(None, c, dtype, rng)
