@@ -105,3 +105,19 @@ def test_random_default_generator_advances(vk):
     em.manual_seed(42)
     np.testing.assert_array_equal(to_numpy(em.random_uniform((5, 3))), to_numpy(first))
     assert em.random_normal((0, 4)).shape == (0, 4)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_with_more_indices_than_a_loop_may_run_on_llvmpipe(vk, accumulate):
+    """llvmpipe ends an invocation's loops after 65535 iterations: the indices go in ordered slices (the
+    last of 70000 writes wins; every one is accumulated)."""
+    count = 70000
+    idx = np.arange(count) % 3
+    values = np.arange(count, dtype=np.int64) % 1000 - 500
+    x = em.zeros((3,), dtype="int64")
+    em.index_put(x, em.asarray(idx), em.asarray(values), axis=0, accumulate=accumulate)
+    if accumulate:
+        expected = [values[idx == k].sum() for k in range(3)]
+    else:
+        expected = [values[np.nonzero(idx == k)[0][-1]] for k in range(3)]
+    np.testing.assert_array_equal(to_numpy(x), expected)

@@ -10,7 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from ember_vulkan import catalog
+from ember_vulkan import catalog, kernels, runtime
 from tolerances import assert_close, eps, make_tensor, to_numpy
 
 import ember_core as em
@@ -150,7 +150,7 @@ def test_reductions_keep_batch_order(vk):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("length", [37, 5000, 70001])
-def test_sum_and_prod_accumulate_in_float64_when_asked(vk, shader_family, dtype, length):
+def test_sum_and_prod_accumulate_in_float64_when_asked(vk, dtype, length):
     """dtype=float64 casts on the device and reduces in double (the float64 variants): serial passes on CPU
     devices, the shared-memory tree (one or two passes) on GPUs; no fallback (the vk fixture forbids it)."""
     x = make_tensor(_values(dtype, (3, length)), dtype, "transposed")
@@ -160,3 +160,29 @@ def test_sum_and_prod_accumulate_in_float64_when_asked(vk, shader_family, dtype,
     assert_close(got, ref.sum(axis=1), "float64", atol=1e-12 * length)
     short = x[:, :8] * 0.5 + 1  # products of a few values near 1
     assert_close(em.prod(short, axis=1, dtype="float64"), _f64(short).prod(axis=1), "float64")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_matmul_with_a_longer_k_than_a_loop_may_run_on_llvmpipe(vk, dtype):
+    """CPU devices run K in slices (llvmpipe ends an invocation's loops after 65535 iterations: K = 70000
+    gave the sum of 65533 products), each slice's product added into out."""
+    k = 70001
+    a = make_tensor(_values(dtype, (2, k)), dtype, "transposed")
+    b = make_tensor(_values(dtype, (k, 3)), dtype)
+    atol = 1e-6 * k if dtype in catalog.FLOATS else None  # float32 sums of 70001 products of [-1, 1] values
+    assert_close(a @ b, _f64(a) @ _f64(b), dtype, atol=atol)
+
+
+def test_argmax_past_the_loop_limit_is_declined_not_wrong(vk, monkeypatch):
+    """On CPU devices, rows so long that an invocation would loop past llvmpipe's limit go to the next
+    provider (shown with the limit lowered: 2 x 256 elements per invocation); GPUs have no such limit."""
+    monkeypatch.setattr(kernels, "LOOP_LIMIT", 2)
+    values = _values("float32", (3, 600))
+    em.reset_fallback_report()
+    with em.fallback_policy("allow"):
+        got = em.argmax(make_tensor(values, "float32"), axis=1)
+        short = em.argmax(make_tensor(values[:, :500], "float32"), axis=1)
+    np.testing.assert_array_equal(to_numpy(got), values.astype(np.float32).argmax(axis=1))
+    np.testing.assert_array_equal(to_numpy(short), values[:, :500].astype(np.float32).argmax(axis=1))
+    declined = [1] if runtime.device(vk.index).is_cpu else []
+    assert [e["calls"] for e in em.fallback_report() if e["op"] == "argmax"] == declined

@@ -75,3 +75,17 @@ def test_a_requested_dtype_without_a_shader_is_declined_not_failed(vk, op: str) 
         got = getattr(em, op)(em.asarray(data, device="vulkan"), dtype=em.int32)
     assert got.dtype == em.int32
     np.testing.assert_array_equal(np.asarray(got.to_device("cpu")), _reference(op, data, 0).astype(np.int32))
+
+
+@pytest.mark.parametrize("op", catalog.SCAN)
+def test_rows_longer_than_a_loop_may_run_on_llvmpipe(vk, op: str) -> None:
+    """llvmpipe ends any shader loop after 65535 iterations (one invocation per row gave zeros past
+    element 65533): longer rows run in chunks, chunk totals first."""
+    length = 2 * 32768 + 4465  # three chunks, the last one short
+    ints = np.where(np.arange(length) % 7 == 0, -1, 1).astype(np.int32).reshape(1, -1).repeat(2, axis=0)
+    got = getattr(em, op)(em.asarray(ints, device="vulkan"), axis=1)
+    np.testing.assert_array_equal(np.asarray(got.to_device("cpu")), _reference(op, ints, 1))
+    floats = RNG.uniform(0.5, 1.5, (2, length)).astype(np.float32)
+    if op == "cumulative_sum":
+        got = em.cumulative_sum(em.asarray(floats, device="vulkan"), axis=1)
+        assert_close(got, _reference(op, floats, 1), "float32", atol=1e-5 * length)

@@ -28,8 +28,11 @@ REDUCE_CHUNK = 4096  # elements of one row a workgroup reduces before a second p
 SERIAL_CHUNK = 256  # elements one invocation of reduce_serial.comp sums in order (and rows that short use it)
 ELEMENTWISE_RUN = 16  # innermost-dim elements one elementwise invocation walks on CPU devices (1 on GPUs)
 SCAN_WG = 64  # workgroup size of scan.comp
+SCAN_CHUNK = 32768  # elements one invocation of scan.comp walks (llvmpipe stops loops after 65535 iterations)
 SERIAL_WG = 64  # workgroup size of reduce_serial.comp
 SUM = catalog.op_code(catalog.REDUCE, "sum")
+ADD = catalog.op_code(catalog.BINARY, "add")
+LOOP_LIMIT = 32768  # iterations one invocation may loop: llvmpipe ends an invocation's loops after 65535 in all
 SORT_BLOCK = 512  # (key, index) pairs sort_network.comp sorts in shared memory (two per invocation)
 SORT_MERGE_WG = 64  # workgroup size of sort_merge.comp
 SORT_MERGE_CHUNK = 256  # outputs one invocation of sort_merge.comp writes (a power of two)
@@ -227,7 +230,7 @@ def _scan(name: str) -> Callable[..., None]:
     op = catalog.SCAN.index(name)
 
     def kernel(out: Any, x: Any) -> Any:
-        """Running sum / product along the last dim; a row per invocation (scan.comp)."""
+        """Running sum / product along the last dim (scan.comp)."""
         if out.dtype.name != catalog.scan_dtype(x.dtype.name):
             return NotImplemented  # a requested dtype (dtype=int32...): shaders exist for numpy's result dtype only
         if out.size == 0:
@@ -239,23 +242,46 @@ def _scan(name: str) -> Callable[..., None]:
         rows = math.prod(outer)
         params = [len(outer), x.shape[-1], x.offset, x.strides[-1], out.offset, out.strides[-1], *outer, *x_outer,
                   *out_outer]
-        dev.dispatch(name_of("scan", A=x.dtype.name, O=out.dtype.name), (dev.groups_for(rows, SCAN_WG), 1, 1),
-                     "<QQQI", (_address(dev, out), _address(dev, x), PARAMS, rows), params, op)
+        _run_scan(dev, name_of("scan", A=x.dtype.name, O=out.dtype.name), op, _address(dev, out), _address(dev, x),
+                  params, rows, x.shape[-1])
+        return None
 
     return kernel
+
+
+def _run_scan(dev: VulkanDevice, variant: str, op: int, out_at: int, x_at: int, params: list[int], rows: int,
+              row_len: int) -> None:
+    """scan.comp over rows: an invocation walks a row in order, or a chunk of SCAN_CHUNK elements of a
+    longer one, whose chunk totals and their running values (two more passes) come first."""
+    chunks = -(-row_len // SCAN_CHUNK)
+
+    def phase(number: int, items: int, scratch: int) -> None:
+        dev.dispatch(variant, (dev.groups_for(items, SCAN_WG), 1, 1), "<QQQQIII",
+                     (out_at, x_at, PARAMS, scratch, rows, chunks, SCAN_CHUNK), params, op, spec=(number,))
+
+    if chunks == 1:
+        phase(0, rows, 0)
+        return
+    with _scratch(dev, rows * chunks * 8) as scratch:
+        phase(1, rows * chunks, scratch)
+        phase(2, rows, scratch)
+        phase(0, rows * chunks, scratch)
 
 
 def _arg_reduce(name: str) -> Callable[..., None]:
     op = catalog.ARG_REDUCE.index(name)
 
-    def kernel(out: Any, x: Any) -> None:
+    def kernel(out: Any, x: Any) -> Any:
         rows, row_len = out.size, x.shape[-1]
         if rows == 0:
-            return
+            return None
         dev = _device(out)
+        groups = min(rows, dev.max_groups[0])
+        if dev.is_cpu and -(-rows // groups) * -(-row_len // runtime.WORKGROUP) > LOOP_LIMIT:
+            return NotImplemented  # llvmpipe would stop the loop early: the next provider serves it
         outer, (outer_strides,) = coalesce(x.shape[:-1], x.strides[:-1])
         params = [len(outer), 1, x.offset, *outer, *outer_strides, row_len, x.strides[-1]]
-        dev.dispatch(name_of("argreduce", A=x.dtype.name), (min(rows, dev.max_groups[0]), 1, 1), "<QQQII",
+        dev.dispatch(name_of("argreduce", A=x.dtype.name), (groups, 1, 1), "<QQQII",
                      (_flat_address(dev, out), _address(dev, x), PARAMS, rows, row_len), params, op)
 
     return kernel
@@ -369,8 +395,8 @@ def nonzero(out: Any, x: Any) -> Any:
     variant, groups = name_of("nonzero", A=x.dtype.name), (dev.groups_for(chunks, NONZERO_WG), 1, 1)
     with _scratch(dev, chunks * 8) as counts:
         dev.dispatch(variant, groups, "<QQQQIII", (out_at, x_at, counts, PARAMS, n, chunks, count), params, 0)
-        dev.dispatch(name_of("scan", A="int64", O="int64"), (1, 1, 1), "<QQQI", (counts, counts, PARAMS, 1),
-                     [0, chunks, 0, 1, 0, 1], catalog.SCAN.index("cumulative_sum"))
+        _run_scan(dev, name_of("scan", A="int64", O="int64"), catalog.SCAN.index("cumulative_sum"), counts, counts,
+                  [0, chunks, 0, 1, 0, 1], 1, chunks)
         dev.dispatch(variant, groups, "<QQQQIII", (out_at, x_at, counts, PARAMS, n, chunks, count), params, 1)
     return None
 
@@ -393,11 +419,7 @@ def matmul(out: Any, a: Any, b: Any) -> None:
               *batch, *a_batch, *b_batch]
     addresses = (_flat_address(dev, out), _address(dev, a), _address(dev, b))
     if dev.is_cpu:
-        small, large = catalog.MATMUL_DIRECT_BLOCKS
-        block = large if math.prod(batch) * (m // large) * (n // large) >= MATMUL_DIRECT_WG else small
-        blocks = math.prod(batch) * -(-m // block) * -(-n // block)
-        dev.dispatch(name_of(f"matmul_direct{block}", A=a.dtype.name),
-                     (dev.groups_for(blocks, MATMUL_DIRECT_WG), 1, 1), "<QQQQI", (*addresses, PARAMS, blocks), params)
+        _matmul_direct(dev, addresses, params, a.dtype.name, out.size)
         return
     rows, cols, _ = dev.matmul_tiles
     grid = (-(-n // (MATMUL_THREADS * cols)), -(-m // (MATMUL_THREADS * rows)), math.prod(batch))
@@ -408,6 +430,28 @@ def matmul(out: Any, a: Any, b: Any) -> None:
                 groups = (min(limit[0], grid[0] - x), min(limit[1], grid[1] - y), min(limit[2], grid[2] - z))
                 dev.dispatch(name_of("matmul", A=a.dtype.name), groups, "<QQQQIII", (*addresses, PARAMS, x, y, z),
                              params, spec=dev.matmul_tiles)
+
+
+def _matmul_direct(dev: VulkanDevice, addresses: tuple[int, int, int], params: list[int], dtype: str,
+                   size: int) -> None:
+    """CPU devices: the register-blocked shader, K in slices of LOOP_LIMIT whose products after the first
+    go to scratch and are added into out (the add shader), as llvmpipe stops longer loops."""
+    n_batch, m, n, k = params[:4]
+    batch = math.prod(params[10:10 + n_batch])
+    small, large = catalog.MATMUL_DIRECT_BLOCKS
+    block = large if batch * (m // large) * (n // large) >= MATMUL_DIRECT_WG else small
+    blocks = batch * -(-m // block) * -(-n // block)
+    out_at, a_at, b_at = addresses
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(_scratch(dev, size * catalog.itemsize(dtype))) if k > LOOP_LIMIT else 0
+        for start in range(0, max(k, 1), LOOP_LIMIT):  # K = 0 still writes its zeros
+            sliced = [*params[:3], min(k - start, LOOP_LIMIT), params[4] + start * params[6], *params[5:7],
+                      params[7] + start * params[8], *params[8:]]
+            dev.dispatch(name_of(f"matmul_direct{block}", A=dtype), (dev.groups_for(blocks, MATMUL_DIRECT_WG), 1, 1),
+                         "<QQQQI", (out_at if start == 0 else scratch, a_at, b_at, PARAMS, blocks), sliced)
+            if start:
+                dev.dispatch(name_of("binary", A=dtype, B=dtype, O=dtype), (dev.groups_for(size), 1, 1), "<QQQQII",
+                             (out_at, out_at, scratch, PARAMS, size, 1), [1, size, 0, 1, 0, 1, 0, 1], ADD)
 
 
 def set_matmul_tiles(index: int, rows: int, cols: int, step: int) -> None:
@@ -446,10 +490,12 @@ def index_put(x: Any, idx: Any, values: Any, *, accumulate: bool) -> None:
     if outer * inner * m == 0:
         return
     dev = _device(x)
-    fields = (_address(dev, x), _address(dev, idx), _address(dev, values), outer, inner, m, int(accumulate), n,
-              x.offset, *x.strides, values.offset, *values.strides, idx.offset)
-    dev.dispatch(name_of("put", A=x.dtype.name, O=x.dtype.name), (dev.groups_for(outer * inner), 1, 1),
-                 "<QQQIIIIiiiiiiiiii", fields)
+    addresses = (_address(dev, x), _address(dev, idx), _address(dev, values))
+    for start in range(0, m, LOOP_LIMIT):  # slices in order: the last write still wins
+        fields = (*addresses, outer, inner, min(m - start, LOOP_LIMIT), int(accumulate), n, x.offset, *x.strides,
+                  values.offset + start * values.strides[1], *values.strides, idx.offset + start)
+        dev.dispatch(name_of("put", A=x.dtype.name, O=x.dtype.name), (dev.groups_for(outer * inner), 1, 1),
+                     "<QQQIIIIiiiiiiiiii", fields)
 
 
 # ---- random --------------------------------------------------------------------------------------
