@@ -418,15 +418,16 @@ class Compilation:
         compiler = self.compiler()
         if compiler is None:
             wheels = f" nor in site-packages/{' or '.join(table.wheel_dirs)}" if table.wheel_dirs else ""
-            return (f"no {table.product} is installed to compile for it ({', '.join(table.libraries)}: not on the "
+            return (f"no {table.product} is installed ({', '.join(table.libraries)}: not on the "
                     f"loader path{wheels}): {table.install_hint}")
         need = table.archs.get(arch)
         if need is None:
             return (f"{arch} is not among the architectures {table.product} is known to build ember's kernels for "
                     f"({', '.join(table.archs)})")
         if compiler.version < need:
+            version = ".".join(map(str, compiler.version))
             return (f"{arch} needs {table.stack} {need[0] if need[1] == 0 else '.'.join(map(str, need))} or newer "
-                    f"to be compiled for, and the installed compiler is {compiler.words()}: {table.install_hint}")
+                    f"(the installed {table.product} is {table.stack} {version}'s): {table.install_hint}")
         return None
 
     def decline_reason(self, driver: Any, handle: int) -> str | None:
@@ -441,8 +442,8 @@ class Compilation:
         why = self.refusal(arch)
         if why is None:
             return None
-        return (f"{self.vendor.package}'s shipped kernels cover {self.shipped_words()}, not {arch}, and {why}; "
-                f"fix either: install {self.vendor.package} built for {arch}, or the compiler")
+        return (f"{self.vendor.package}'s shipped kernels cover {self.shipped_words()}, not {arch}, and none can be "
+                f"compiled for it: {why}; or install {self.vendor.package} built for {arch}")
 
     def image_instead(self, failure: DriverError, device: Any, image: str) -> bytes:
         """An image compiled for ``device`` when loading the shipped one failed with a status meaning

@@ -125,8 +125,7 @@ HIPRTC = RtcVendor(
     options=("-std=c++17", "-O3", "-ffp-contract=off"),  # hipcc's flags of the shipped code objects
     arch_option="--offload-arch={arch}",
     archs=HIPRTC_ARCHS,
-    install_hint="install AMD's ROCm (https://rocm.docs.amd.com), whose libhiprtc is hipRTC (Debian 12's "
-                 "libamdhip64-5 holds the hipRTC of ROCm 5.2)",
+    install_hint="install AMD's ROCm (https://rocm.docs.amd.com), whose libhiprtc is hipRTC",
     image_format="offload-bundle",
     fallback_statuses=frozenset({209}),  # hipErrorNoBinaryForGpu
     driver_version_symbol="hipRuntimeGetVersion",  # (hiprtcVersion answers 9.0 in every ROCm)
