@@ -4,7 +4,7 @@ launch mode: layer / group norm's x-gradient (a thread per row and a block per r
 without weight) and its saved row statistics; the per-channel sums (a block per channel; a thread
 per (channel, part) with one part and with several, then the parts in order) for the weight and
 bias gradients and batch_norm_backward_reduce; batch_norm_input_grad (both row modes); an offset
-mean (the centred second pass keeps the variance).
+mean (the centred second pass keeps the variance); hypothesis over shapes, groups and modes.
 
 Tolerance (assert_close of test_kernels_nn): 2 epsilons of float16 / bfloat16 (they compute in
 float32 and round once), 16 of float32 / float64, each relative to |reference| plus the magnitude
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_kernels_host import HOST_DIR, HostKernels, comparable
 from test_kernels_nn import DTYPES, assert_close, stored
 
@@ -58,22 +60,21 @@ class Call:
 def row_reference(x: np.ndarray, g: np.ndarray, w: np.ndarray, groups: int) -> dict[str, np.ndarray]:
     """Layer / group norm backward of x, g (n, c, s) in float64, with each result's error scale."""
     n, c, s = x.shape
-    rows = x.reshape(n, groups, -1)
+    rows = x.reshape(n, groups, c // groups * s)
     mean = rows.mean(axis=2, keepdims=True)
     invstd = 1 / np.sqrt(((rows - mean) ** 2).mean(axis=2, keepdims=True) + EPS)
     xhat = (rows - mean) * invstd
-    gw = (g * w[None, :, None]).reshape(n, groups, -1)
+    gw = (g * w[None, :, None]).reshape(rows.shape)
     mg, mgx = gw.mean(axis=2, keepdims=True), (gw * xhat).mean(axis=2, keepdims=True)
     dx = invstd * (gw - mg - xhat * mgx)
     spread = (np.abs(rows) + np.abs(mean)) * invstd
     dx_scale = invstd * (np.abs(gw) + np.abs(gw).mean(axis=2, keepdims=True)
                          + spread * (np.abs(mgx) + (np.abs(gw) * spread).mean(axis=2, keepdims=True)))
-    gr, xh, sp = g.reshape(n, groups, -1), xhat.reshape(n, c, s), spread.reshape(n, c, s)
+    xh, sp = xhat.reshape(n, c, s), spread.reshape(n, c, s)
     return {"dx": dx.reshape(x.shape), "dx_scale": dx_scale.reshape(x.shape),
             "stats": np.stack([mean.ravel(), invstd.ravel()], axis=1),
             "affine": np.stack([(g * xh).sum(axis=(0, 2)), g.sum(axis=(0, 2))]),
-            "affine_scale": np.stack([(np.abs(g) * (np.abs(xh) + sp)).sum(axis=(0, 2)), np.abs(g).sum(axis=(0, 2))]),
-            "rows": gr}
+            "affine_scale": np.stack([(np.abs(g) * (np.abs(xh) + sp)).sum(axis=(0, 2)), np.abs(g).sum(axis=(0, 2))])}
 
 
 ROW_CASES = [((9, 20, 1), 1, THREAD_MODE), ((5, 300, 1), 1, BLOCK_MODE), ((4, 6, 5), 3, THREAD_MODE),
@@ -176,3 +177,37 @@ def test_batch_norm_backward_reduce_and_input_grad(host: HostKernels, dtype: str
             scale = k * (np.abs(gv) + np.abs(sv[0][None, :, None]) / count
                          + (np.abs(xv) + np.abs(mean[None, :, None])) * invstd * np.abs(sv[1][None, :, None]) / count)
             assert_close(out, want, dtype, scale, what + f" input_grad weighted={weighted}")
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> tuple:
+    """(n, c, s), groups dividing c, the row mode, the channel mode and its parts."""
+    groups = draw(st.integers(1, 3))
+    shape = (draw(st.integers(0, 24)), groups * draw(st.integers(1, 4)), draw(st.integers(1, 40)))
+    channel = draw(st.sampled_from([(BLOCK_MODE, 1), (PARTS, 1), (PARTS, 2), (PARTS, 7)]))
+    return shape, groups, draw(st.sampled_from([THREAD_MODE, BLOCK_MODE])), channel
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(layout=layouts(), dtype=st.sampled_from(["float32", "float64"]), weighted=st.booleans())
+def test_any_layout_and_mode_matches_reference(host: HostKernels, layout: tuple, dtype: str, weighted: bool) -> None:
+    """Every mode on any shape (no samples, one value per channel run, parts of unequal length or
+    more parts than samples): the x-gradient, then the weight and bias gradients from its saved
+    statistics."""
+    shape, groups, row_mode, (channel_mode, parts) = layout
+    rng = np.random.default_rng(sum(shape) * 7 + groups)
+    x, g, w = inputs(rng, shape, dtype, weighted)
+    out, affine = stored(np.full(shape, np.nan), dtype), stored(np.full((2, shape[1]), np.nan), dtype)
+    row_stats, partials = np.full((max(1, shape[0] * groups), 2), np.nan), np.full((parts, 2, shape[1]), np.nan)
+    call = Call(host, dtype, x, g, groups, out=out, affine=affine, row_stats=row_stats, partials=partials, weight=w)
+    if shape[0]:
+        call.launch("rows", row_mode)
+    call.args.parts = parts
+    call.launch("channels", channel_mode)
+    if parts > 1:
+        call.launch("channels", FINISH)
+    want = row_reference(values(x, dtype), values(g, dtype), values(w, dtype) if weighted else np.ones(shape[1]),
+                         groups)
+    what = f"{dtype} {shape} groups={groups} rows={row_mode} channels={channel_mode} parts={parts}"
+    assert_close(out, want["dx"], dtype, want["dx_scale"], what)
+    assert_close(affine, want["affine"], dtype, want["affine_scale"], what + " affine")
