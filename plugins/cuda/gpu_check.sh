@@ -5,7 +5,8 @@
 #
 # Runs these parts in order, each under its own timeout (`timeout` stops a part with every process
 # it started), none stopping the next: the smoke test (gpu_smoke.py), ember-cuda's GPU tests, conformance
-# levels 0-2 on cuda, bench_cuda.py, then the 16-core host's CPU benchmarks (bench_core.py and
+# levels 0-3 on cuda, bench_cuda.py, the training benchmarks on the GPU (bench_train.py --device cuda),
+# the demo on cuda (issue 26: >= 97 %, nothing through the fallback), then the 16-core host's CPU benchmarks (bench_core.py and
 # bench_train.py with --threads = the cores) and ember-vulkan on the same GPU (conformance levels
 # 0-2, bench_vulkan.py).  Writes OUT/summary.md (one row per part: status, seconds, the last line
 # of its output) and OUT/gpu-check.tar.gz (every part's full output, the conformance reports, the
@@ -29,7 +30,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export PYTHONUNBUFFERED=1  # a part stopped by its timeout still leaves what it printed
 
-parts=(smoke pytest conformance-cuda bench-cuda bench-core bench-train conformance-vulkan bench-vulkan)
+parts=(smoke pytest conformance-cuda bench-cuda train-cuda demo-cuda bench-core bench-train conformance-vulkan
+       bench-vulkan)
 for name in ${GPU_CHECK_ONLY:-}; do
   [[ " ${parts[*]} " == *" $name "* ]] || { echo "gpu_check: no part named '$name' (parts: ${parts[*]})" >&2; exit 2; }
 done
@@ -80,9 +82,11 @@ jobs=$((cores > 2 ? cores / 2 : 1))
 part smoke 90 "$py" plugins/cuda/gpu_smoke.py
 part pytest 150 "$py" -m pytest -q -p no:cacheprovider -m "not no_device" --junitxml="$work/pytest.xml" \
   plugins/cuda/tests  # the tests that need no device ran on CI: no GPU minutes for them
-part conformance-cuda 180 "$py" -m ember_conformance run --device cuda --level 2 --jobs "$jobs" --no-progress \
+part conformance-cuda 180 "$py" -m ember_conformance run --device cuda --level 3 --jobs "$jobs" --no-progress \
   --out "$work/conformance-cuda"
 part bench-cuda 150 "$py" bench/bench_cuda.py --json "$work/bench_cuda.json"
+part train-cuda 150 "$py" bench/bench_train.py --device cuda --rounds 2
+part demo-cuda 90 env EMBER_FALLBACK=error "$py" -m ember_core.cli demo --device cuda
 part bench-core 90 "$py" bench/bench_core.py --threads "$cores"
 part bench-train 150 "$py" bench/bench_train.py --threads "$cores"
 part conformance-vulkan 120 "$py" -m ember_conformance run --device vulkan --level 2 --jobs "$jobs" --no-progress \
