@@ -91,7 +91,7 @@ def facts(report: dict[str, Any]) -> list[tuple[str, str]]:
     serving = [p for p in env.get("plugins", [])
                if device_type in p["device_types"] or p["name"] in report.get("providers", {})]
     plugins = ", ".join(f"{p['package']} {p['version']}" for p in serving)
-    numerics = {k: props[k] for k in NUMERICS_KEYS if k in props}
+    numerics = {k: v for k, v in props.items() if k in NUMERICS_KEYS or k.endswith("_subnormals")}
     numerics.update(env.get("ember_environment", {}))
     rows = [
         ("device", f"{report['device']}: {props.get('name', props.get('error', '?'))}"),

@@ -184,6 +184,7 @@ def test_ftz_declared_for_devices_reporting_a_property(tmp_path: Path, backend: 
         assert numerics["verdict"] == "pass"
         assert [c["verdict"] for c in extremes] == ["xfail", "xfail"]  # equal: subnormal == 0 from flushed inputs
         assert all("declared flush-to-zero of float32 subnormals (ember-propflush)" in c["message"] for c in extremes)
+        assert "float32_subnormals=flushed" in (tmp_path / "summary.md").read_text()  # the property it rests on
     else:
         assert code == 1
         assert numerics["verdict"] == "fail" and "undeclared" in numerics["message"]
