@@ -52,6 +52,7 @@ SIGNATURES: dict[str, tuple[str, str]] = {
 }
 CHILD_TIMEOUT_S = 900  # one source, one architecture: seconds on a slow machine, never this long
 LIBRARY_FACTORY = "ember_gpu.rtc:LibraryCompiler"
+_PROPERTIES_SLACK = 4096  # bytes allocated past a device-properties struct's known size
 
 
 class RtcError(GpuError, RuntimeError):
@@ -177,7 +178,8 @@ def device_arch(driver: Any, vendor: Vendor, handle: int) -> str | None:
             function = getattr(driver.lib, layout.symbol)
         except AttributeError:
             continue
-        properties = ffi.new(f"char[{layout.size}]")
+        # room past the struct: a runtime whose struct grew (or another layout under this name) cannot overrun it
+        properties = ffi.new(f"char[{layout.size + _PROPERTIES_SLACK}]")
         if function(properties, handle):
             return None
         name = ffi.string(properties + layout.name_offset).decode(errors="replace")
