@@ -356,3 +356,22 @@ def test_select_and_grad_skip_a_window_whose_maximum_is_padding(host: HostKernel
     cpu = em.max_pool2d_grad(em.asarray(np.array([10.0, 20.0], np.float32).reshape(case.pooled)),
                              em.asarray(x.astype(np.float32)), **max_kwargs(case))
     assert_same_bits(grad, cpu, "max_pool2d_grad, a padded maximum")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_single_share_keeps_its_sign(host: HostKernels, dtype: str) -> None:
+    """Where windows do not overlap, an element's one share is copied (a -0 gradient stays -0, as
+    ember-cpu writes it); where they overlap, shares are added to +0."""
+    for stride, want_sign in ((2, True), (1, False)):
+        case = Case(dtype, (1, 2, 4, 4), (2, 2), (stride, stride), (0, 0), (1, 1), False, True,
+                    (2, 2) if stride == 2 else (3, 3), 0, False, 0)
+        x = np.arange(32, dtype=np.float64).reshape(case.shape)
+        g = np.full(case.pooled, -0.0)
+        for op, ref in (("max_pool2d_grad", x), ("avg_pool2d_grad", None)):
+            grad = run(host, op, case, g, ref)
+            touched = grad if op == "avg_pool2d_grad" else grad.reshape(2, 4, 4)[:, 1::2, 1::2]  # the maxima
+            assert (touched == 0).all() and (np.signbit(touched) == want_sign).all(), f"{op} stride {stride}"
+            kw = {"kernel_size": case.kernel, "stride": case.stride, "ceil_mode": False}
+            cpu = (em.max_pool2d_grad(ember(g, dtype), ember(x, dtype), **kw) if ref is not None
+                   else em.avg_pool2d_grad(ember(g, dtype), input_shape=case.shape, **kw))
+            assert_same_bits(grad, cpu, f"{op} stride {stride}")

@@ -8,70 +8,64 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember_gpu import abi
 from ember_gpu.gen_nn import POOL_OPS
 from ember_gpu.ops import BLOCK_SHAPE, Entry, OpLayer
 
-_NO_WINDOW = {"kernel_size": (1, 1), "stride": (1, 1), "padding": (0, 0), "dilation": (1, 1)}
+Pair = tuple[int, int]
 
 
-def _launch(layer: OpLayer, op: str, out: Any, x: Any, ref: Any, big: Any, small: Any, window: dict[str, Any],
-            count_include_pad: bool = False) -> None:
-    """One launch of eg_pool_<op> over out's elements: big is the x-sized tensor, small the pooled one."""
+def _launch(layer: OpLayer, op: str, out: Any, x: Any, ref: Any, big: Any, small: Any, *, kernel_size: Pair = (1, 1),
+            stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1),
+            count_include_pad: bool = False) -> Any:
+    """One launch of eg_pool_<op> over out's elements: big is the x-sized tensor, small the pooled one.
+    Declines (NotImplemented: the composite runs) a window of more taps than eg_pool.h's 32-bit tap index."""
+    if kernel_size[0] * kernel_size[1] > abi.INDEX32_MAX:
+        return NotImplemented
     if not out._numel:
-        return
+        return None
     ops = layer.device_ops(out)
     n, c, h, w = big._shape
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (window[k] for k in ("kernel_size", "stride", "padding", "dilation"))
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     layer.kernel(ops, f"eg_pool_{op}_{out._dtype.name}")(ops.grid(out._numel), BLOCK_SHAPE, {
         "out": layer.address(ops, out), "x": layer.address(ops, x),
         "ref": 0 if ref is None else layer.address(ops, ref),
         "planes": n * c, "h": h, "w": w, "oh": small._shape[2], "ow": small._shape[3], "kh": kh, "kw": kw,
         "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw, "count_include_pad": int(count_include_pad)})
-
-
-def _window(kernel_size: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
-            dilation: tuple[int, int] = (1, 1)) -> dict[str, Any]:
-    return {"kernel_size": kernel_size, "stride": stride, "padding": padding, "dilation": dilation}
+    return None
 
 
 def max_pool2d(layer: OpLayer) -> Any:
-    def kernel(out: Any, x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-               ceil_mode: bool) -> None:
-        _launch(layer, "max_pool2d", out, x, None, x, out, _window(kernel_size, stride, padding, dilation))
+    def kernel(out: Any, x: Any, *, ceil_mode: bool, **window: Any) -> Any:
+        return _launch(layer, "max_pool2d", out, x, None, x, out, **window)
 
     return kernel
 
 
 def max_pool2d_grad(layer: OpLayer) -> Any:
-    def kernel(out: Any, grad_output: Any, x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-               ceil_mode: bool) -> None:
-        _launch(layer, "max_pool2d_grad", out, grad_output, x, x, grad_output,
-                _window(kernel_size, stride, padding, dilation))
+    def kernel(out: Any, grad_output: Any, x: Any, *, ceil_mode: bool, **window: Any) -> Any:
+        return _launch(layer, "max_pool2d_grad", out, grad_output, x, x, grad_output, **window)
 
     return kernel
 
 
 def max_pool2d_select(layer: OpLayer) -> Any:
-    def kernel(out: Any, values: Any, x: Any, *, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-               ceil_mode: bool) -> None:
-        _launch(layer, "max_pool2d_select", out, values, x, x, out, _window(kernel_size, stride, padding, dilation))
+    def kernel(out: Any, values: Any, x: Any, *, ceil_mode: bool, **window: Any) -> Any:
+        return _launch(layer, "max_pool2d_select", out, values, x, x, out, **window)
 
     return kernel
 
 
 def avg_pool2d(layer: OpLayer) -> Any:
-    def kernel(out: Any, x: Any, *, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
-               count_include_pad: bool) -> None:
-        _launch(layer, "avg_pool2d", out, x, None, x, out, _window(kernel_size, stride, padding), count_include_pad)
+    def kernel(out: Any, x: Any, *, ceil_mode: bool, **window: Any) -> Any:
+        return _launch(layer, "avg_pool2d", out, x, None, x, out, **window)
 
     return kernel
 
 
 def avg_pool2d_grad(layer: OpLayer) -> Any:
-    def kernel(out: Any, grad_output: Any, *, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
-               count_include_pad: bool) -> None:
-        _launch(layer, "avg_pool2d_grad", out, grad_output, None, out, grad_output,
-                _window(kernel_size, stride, padding), count_include_pad)
+    def kernel(out: Any, grad_output: Any, *, ceil_mode: bool, **window: Any) -> Any:
+        return _launch(layer, "avg_pool2d_grad", out, grad_output, None, out, grad_output, **window)
 
     return kernel
 
@@ -80,8 +74,7 @@ def adaptive_avg_pool2d(layer: OpLayer) -> Any:
     def kernel(out: Any, x: Any, *, output_size: Any) -> Any:
         if out._numel and not x._numel:  # windows of nothing: the composite says what is wrong
             return NotImplemented
-        _launch(layer, "adaptive_avg_pool2d", out, x, None, x, out, _NO_WINDOW)
-        return None
+        return _launch(layer, "adaptive_avg_pool2d", out, x, None, x, out)
 
     return kernel
 

@@ -39,6 +39,13 @@ static EG_HD EG_INLINE eg_i64 eg_pool_span(eg_i64 o, eg_i64 n, eg_i64 k, eg_i64 
     return (end < n ? end : n) - (start > 0 ? start : 0);
 }
 
+/* avg_pool2d's divisor of window (oy, ox). */
+static EG_HD EG_INLINE eg_i64 eg_pool_divisor(const eg_pool_args &a, eg_i64 oy, eg_i64 ox)
+{
+    return eg_pool_span(oy, a.h, a.kh, a.sh, a.ph, a.count_include_pad) *
+           eg_pool_span(ox, a.w, a.kw, a.sw, a.pw, a.count_include_pad);
+}
+
 /* The windows [*lo, *hi) along one axis (n_out of them) that may hold input index i: those with a
  * tap t in [0, k) at o * s - p + t * d == i (the caller checks that d divides the distance). */
 static EG_HD EG_INLINE void eg_pool_windows(eg_i64 i, eg_i64 n_out, eg_i64 k, eg_i64 s, eg_i64 p, eg_i64 d,
@@ -49,59 +56,69 @@ static EG_HD EG_INLINE void eg_pool_windows(eg_i64 i, eg_i64 n_out, eg_i64 k, eg
     *hi = top / s + 1 < n_out ? top / s + 1 : n_out;
 }
 
-/* The argmax tap (ky * kw + kx) of window (oy, ox) of one x plane, or -1 for none (see above). */
-template <class D>
-static __device__ EG_INLINE eg_i64 eg_pool_argmax(const eg_pool_args &a, const typename D::T *plane, eg_i64 oy,
-                                                  eg_i64 ox)
+/* Every element (plane, y, x) of `planes` planes of height x width, a thread's share of them in a
+ * grid-stride loop: body(e, plane, y, x), e the element's index. */
+template <class Body>
+static __device__ EG_INLINE void eg_pool_for_each(eg_i64 planes, eg_i64 height, eg_i64 width, Body body)
 {
-    typedef typename D::C C;
-    C best = -(C)EG_INF;
-    eg_i64 at = -1;
-    for (eg_i64 ky = 0; ky < a.kh; ky++) {
-        const eg_i64 iy = oy * a.sh - a.ph + ky * a.dh;
-        if (iy < 0 || iy >= a.h) continue;
-        for (eg_i64 kx = 0; kx < a.kw; kx++) {
-            const eg_i64 ix = ox * a.sw - a.pw + kx * a.dw;
-            if (ix < 0 || ix >= a.w) continue;
-            const C v = D::load(plane[iy * a.w + ix]);
-            const eg_i64 tap = ky * a.kw + kx;
-            if (tap == 0 || v > best) {
-                best = v;
-                at = tap;
-            }
-        }
-    }
-    return at;
+    const eg_i64 per_plane = height * width, count = planes * per_plane, step = (eg_i64)gridDim.x * blockDim.x;
+    for (eg_i64 e = (eg_i64)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += step)
+        body(e, e / per_plane, e % per_plane / width, e % width);
 }
 
-/* The grid-stride loop over `count` elements: i the element this thread takes. */
-#define EG_POOL_FOR_EACH(i, count)                                                                  \
-    for (eg_i64 i = (eg_i64)blockIdx.x * blockDim.x + threadIdx.x, eg_step_ = (eg_i64)gridDim.x * blockDim.x; \
-         i < (count); i += eg_step_)
+/* Window (oy, ox)'s taps in window order: visit(offset in the plane, tap index ky * kw + kx) for
+ * each tap inside the input; whether any tap is padding. */
+template <class Visit>
+static __device__ EG_INLINE bool eg_pool_taps(const eg_pool_args &a, eg_i64 oy, eg_i64 ox, Visit visit)
+{
+    bool padded = false;
+    for (eg_i64 ky = 0; ky < a.kh; ky++) {
+        const eg_i64 iy = oy * a.sh - a.ph + ky * a.dh;
+        if (iy < 0 || iy >= a.h) {
+            padded = true;
+            continue;
+        }
+        for (eg_i64 kx = 0; kx < a.kw; kx++) {
+            const eg_i64 ix = ox * a.sw - a.pw + kx * a.dw;
+            if (ix < 0 || ix >= a.w) padded = true;
+            else visit(iy * a.w + ix, ky * a.kw + kx);
+        }
+    }
+    return padded;
+}
+
+/* Window (oy, ox)'s argmax tap (ky * kw + kx) in one x plane, or -1 for none (see above); a 32-bit
+ * tap keeps the gradient's loops within their registers (the op layer checks that taps fit). */
+template <class D>
+static __device__ EG_INLINE int eg_pool_argmax(const eg_pool_args &a, const typename D::T *plane, eg_i64 oy,
+                                               eg_i64 ox)
+{
+    typename D::C best = -(typename D::C)EG_INF;
+    int at = -1;
+    eg_pool_taps(a, oy, ox, [&](eg_i64 offset, eg_i64 tap) {
+        const typename D::C v = D::load(plane[offset]);
+        if (tap == 0 || v > best) {
+            best = v;
+            at = (int)tap;
+        }
+    });
+    return at;
+}
 
 /* ---- forward: a thread per output element ----------------------------------------------------- */
 
 template <class D>
 static __device__ EG_INLINE void eg_max_pool2d(const eg_pool_args a)
 {
-    typedef typename D::C C;
-    const eg_i64 per_plane = a.oh * a.ow;
-    EG_POOL_FOR_EACH(e, a.planes * per_plane) {
-        const eg_i64 plane = e / per_plane, oy = e % per_plane / a.ow, ox = e % a.ow;
+    eg_pool_for_each(a.planes, a.oh, a.ow, [&](eg_i64 e, eg_i64 plane, eg_i64 oy, eg_i64 ox) {
         const typename D::T *x = (const typename D::T *)a.x + plane * a.h * a.w;
-        C best = -(C)EG_INF;
-        for (eg_i64 ky = 0; ky < a.kh; ky++) {
-            const eg_i64 iy = oy * a.sh - a.ph + ky * a.dh;
-            if (iy < 0 || iy >= a.h) continue;
-            for (eg_i64 kx = 0; kx < a.kw; kx++) {
-                const eg_i64 ix = ox * a.sw - a.pw + kx * a.dw;
-                if (ix < 0 || ix >= a.w) continue;
-                const C v = D::load(x[iy * a.w + ix]);
-                if (v > best || v != v) best = v;   /* once NaN, nothing is greater: NaN stays */
-            }
-        }
+        typename D::C best = -(typename D::C)EG_INF;
+        eg_pool_taps(a, oy, ox, [&](eg_i64 offset, eg_i64) {
+            const typename D::C v = D::load(x[offset]);
+            if (v > best || v != v) best = v;   /* once NaN, nothing is greater: NaN stays */
+        });
         ((typename D::T *)a.out)[e] = D::store(best);
-    }
+    });
 }
 
 /* values (x-sized) read at each window's argmax of x (ref); 0 where the window has none. */
@@ -109,54 +126,34 @@ template <class D>
 static __device__ EG_INLINE void eg_max_pool2d_select(const eg_pool_args a)
 {
     typedef typename D::T T;
-    const eg_i64 per_plane = a.oh * a.ow;
-    EG_POOL_FOR_EACH(e, a.planes * per_plane) {
-        const eg_i64 plane = e / per_plane, oy = e % per_plane / a.ow, ox = e % a.ow;
-        const eg_i64 at = eg_pool_argmax<D>(a, (const T *)a.ref + plane * a.h * a.w, oy, ox);
+    eg_pool_for_each(a.planes, a.oh, a.ow, [&](eg_i64 e, eg_i64 plane, eg_i64 oy, eg_i64 ox) {
+        const int at = eg_pool_argmax<D>(a, (const T *)a.ref + plane * a.h * a.w, oy, ox);
         typename D::C v = 0;
         if (at >= 0) {
             const eg_i64 iy = oy * a.sh - a.ph + at / a.kw * a.dh, ix = ox * a.sw - a.pw + at % a.kw * a.dw;
             v = D::load(((const T *)a.x)[plane * a.h * a.w + iy * a.w + ix]);
         }
         ((T *)a.out)[e] = D::store(v);
-    }
+    });
 }
 
 template <class D>
 static __device__ EG_INLINE void eg_avg_pool2d(const eg_pool_args a)
 {
     typedef typename D::C C;
-    const eg_i64 per_plane = a.oh * a.ow;
-    EG_POOL_FOR_EACH(e, a.planes * per_plane) {
-        const eg_i64 plane = e / per_plane, oy = e % per_plane / a.ow, ox = e % a.ow;
+    eg_pool_for_each(a.planes, a.oh, a.ow, [&](eg_i64 e, eg_i64 plane, eg_i64 oy, eg_i64 ox) {
         const typename D::T *x = (const typename D::T *)a.x + plane * a.h * a.w;
         C sum = (C)-0.0;   /* the sum's identity */
-        bool padded = false;
-        for (eg_i64 ky = 0; ky < a.kh; ky++) {
-            const eg_i64 iy = oy * a.sh - a.ph + ky;
-            if (iy < 0 || iy >= a.h) {
-                padded = true;
-                continue;
-            }
-            for (eg_i64 kx = 0; kx < a.kw; kx++) {
-                const eg_i64 ix = ox * a.sw - a.pw + kx;
-                if (ix < 0 || ix >= a.w) padded = true;
-                else sum += D::load(x[iy * a.w + ix]);
-            }
-        }
-        if (padded) sum = sum + (C)0;   /* padding's zeros: they only turn a -0 sum into +0 */
-        const eg_i64 divisor = eg_pool_span(oy, a.h, a.kh, a.sh, a.ph, a.count_include_pad) *
-                               eg_pool_span(ox, a.w, a.kw, a.sw, a.pw, a.count_include_pad);
-        ((typename D::T *)a.out)[e] = D::store(sum / (C)divisor);
-    }
+        if (eg_pool_taps(a, oy, ox, [&](eg_i64 offset, eg_i64) { sum += D::load(x[offset]); }))
+            sum = sum + (C)0;   /* padding's zeros: they only turn a -0 sum into +0 */
+        ((typename D::T *)a.out)[e] = D::store(sum / (C)eg_pool_divisor(a, oy, ox));
+    });
 }
 
 template <class D>
 static __device__ EG_INLINE void eg_adaptive_avg_pool2d(const eg_pool_args a)
 {
-    const eg_i64 per_plane = a.oh * a.ow;
-    EG_POOL_FOR_EACH(e, a.planes * per_plane) {
-        const eg_i64 plane = e / per_plane, oy = e % per_plane / a.ow, ox = e % a.ow;
+    eg_pool_for_each(a.planes, a.oh, a.ow, [&](eg_i64 e, eg_i64 plane, eg_i64 oy, eg_i64 ox) {
         const typename D::T *x = (const typename D::T *)a.x + plane * a.h * a.w;
         const eg_i64 y0 = oy * a.h / a.oh, y1 = ((oy + 1) * a.h + a.oh - 1) / a.oh;
         const eg_i64 x0 = ox * a.w / a.ow, x1 = ((ox + 1) * a.w + a.ow - 1) / a.ow;
@@ -164,83 +161,51 @@ static __device__ EG_INLINE void eg_adaptive_avg_pool2d(const eg_pool_args a)
         for (eg_i64 iy = y0; iy < y1; iy++)
             for (eg_i64 ix = x0; ix < x1; ix++) sum += (double)D::load(x[iy * a.w + ix]);
         ((typename D::T *)a.out)[e] = D::store((typename D::C)(sum / (double)((y1 - y0) * (x1 - x0))));
-    }
+    });
 }
 
 /* ---- gradients: a thread per input element, gathering its windows' shares --------------------- */
 
-/* Element (plane, iy, ix)'s windows: every (oy, ox) holding it at tap (ky, kx) in ember-cpu's
- * order (rows of windows ascending; columns descending when `right_to_left`), as visit(oy, ox, tap). */
+/* Element (iy, ix)'s windows in ember-cpu's order, rows of windows ascending and their columns
+ * descending when `right_to_left`: visit(oy, ox, tap) for every window holding it, at that tap. */
 template <class Visit>
 static __device__ EG_INLINE void eg_pool_each_window(const eg_pool_args &a, eg_i64 iy, eg_i64 ix, bool right_to_left,
-                                                     Visit &visit)
+                                                     Visit visit)
 {
     eg_i64 y_lo, y_hi, x_lo, x_hi;
     eg_pool_windows(iy, a.oh, a.kh, a.sh, a.ph, a.dh, &y_lo, &y_hi);
     eg_pool_windows(ix, a.ow, a.kw, a.sw, a.pw, a.dw, &x_lo, &x_hi);
     for (eg_i64 oy = y_lo; oy < y_hi; oy++) {
         const eg_i64 dy = iy + a.ph - oy * a.sh;
-        if (dy % a.dh) continue;
+        if (dy % a.dh) continue;   /* between two dilated taps */
         for (eg_i64 j = x_lo; j < x_hi; j++) {
             const eg_i64 ox = right_to_left ? x_hi - 1 - (j - x_lo) : j, dx = ix + a.pw - ox * a.sw;
-            if (dx % a.dw) continue;
-            visit(oy, ox, dy / a.dh * a.kw + dx / a.dw);
+            if (dx % a.dw == 0) visit(oy, ox, (int)(dy / a.dh * a.kw + dx / a.dw));
         }
     }
 }
 
-/* Adds share to acc, or (windows that do not overlap: one share at most) takes it as it is. */
-template <class C> struct eg_pool_gather {
-    C acc;
-    bool overlapping;
-    EG_HD EG_INLINE void add(C share) { acc = overlapping ? acc + share : share; }
-};
-
-template <class D> struct eg_max_grad_visit {
-    const eg_pool_args &a;
-    const typename D::T *g, *x;   /* this plane's grad_output and x */
-    eg_pool_gather<typename D::C> out;
-    __device__ EG_INLINE void operator()(eg_i64 oy, eg_i64 ox, eg_i64 tap)
-    {
-        if (eg_pool_argmax<D>(a, x, oy, ox) == tap) out.add(D::load(g[oy * a.ow + ox]));
-    }
-};
-
-template <class D> struct eg_avg_grad_visit {
-    const eg_pool_args &a;
-    const typename D::T *g;   /* this plane's grad_output */
-    eg_pool_gather<typename D::C> out;
-    __device__ EG_INLINE void operator()(eg_i64 oy, eg_i64 ox, eg_i64)
-    {
-        typedef typename D::C C;
-        const eg_i64 divisor = eg_pool_span(oy, a.h, a.kh, a.sh, a.ph, a.count_include_pad) *
-                               eg_pool_span(ox, a.w, a.kw, a.sw, a.pw, a.count_include_pad);
-        out.add(D::load(g[oy * a.ow + ox]) / (C)divisor);
-    }
-};
-
-/* max_pool2d_grad (Max, ref is x) or avg_pool2d_grad: out x-sized, a.x the grad_output. */
+/* max_pool2d_grad (Max: a.ref is x) or avg_pool2d_grad: out x-sized, a.x the grad_output.  Each
+ * share is added to the element's sum or, where windows do not overlap (one share at most), taken
+ * as it is. */
 template <class D, bool Max>
 static __device__ EG_INLINE void eg_pool2d_grad(const eg_pool_args a)
 {
     typedef typename D::T T;
-    const eg_i64 per_plane = a.h * a.w;
-    EG_POOL_FOR_EACH(e, a.planes * per_plane) {
-        const eg_i64 plane = e / per_plane, iy = e % per_plane / a.w, ix = e % a.w;
+    typedef typename D::C C;
+    const bool overlapping = eg_pool_overlapping(a);
+    eg_pool_for_each(a.planes, a.h, a.w, [&](eg_i64 e, eg_i64 plane, eg_i64 iy, eg_i64 ix) {
         const T *g = (const T *)a.x + plane * a.oh * a.ow;
-        const eg_pool_gather<typename D::C> start = {0, eg_pool_overlapping(a)};
-        typename D::C acc;
-        if (Max) {
-            eg_max_grad_visit<D> visit = {a, g, (const T *)a.ref + plane * per_plane, start};
-            eg_pool_each_window(a, iy, ix, false, visit);
-            acc = visit.out.acc;
-        } else {
-            eg_avg_grad_visit<D> visit = {a, g, start};
-            eg_pool_each_window(a, iy, ix, true, visit);
-            acc = visit.out.acc;
-        }
+        const T *x = Max ? (const T *)a.ref + plane * a.h * a.w : (const T *)0;
+        C acc = 0;
+        eg_pool_each_window(a, iy, ix, !Max, [&](eg_i64 oy, eg_i64 ox, int tap) {
+            if (Max && eg_pool_argmax<D>(a, x, oy, ox) != tap) return;   /* not this window's pick */
+            C share = D::load(g[oy * a.ow + ox]);
+            if (!Max) share = share / (C)eg_pool_divisor(a, oy, ox);
+            acc = overlapping ? acc + share : share;
+        });
         ((T *)a.out)[e] = D::store(acc);
-    }
+    });
 }
 
 #define EG_POOL_KERNELS(dtype, D)                                                                      \
