@@ -15,33 +15,28 @@ import numpy as np
 import pytest
 
 import ember_core as em
-from ember_core import dtypes
 
 ember_cuda = pytest.importorskip("ember_cuda")
-from ember_gpu import ops  # noqa: E402
+from test_cuda_nn import _claimed, _host  # noqa: E402 (ember-cuda's nn tests: the claims, host values)
 
 pytestmark = [pytest.mark.no_device]
 
-CLAIMED = ops.claimed(ops.OpLayer(ops.kernel_index(ops.package_kernels("ember_cuda"))).table())
 TOLERANCE = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 0.0, "float64": 0.0}
-MAX_WINDOWS = [  # (x shape, kernel_size, stride, padding, dilation, ceil_mode)
+WINDOWS = [  # (x shape, kernel_size, stride, padding, dilation, ceil_mode)
     ((2, 3, 8, 8), 2, None, 0, 1, False),
     ((1, 2, 9, 7), 3, 2, 1, 1, True),
     ((2, 1, 10, 9), (3, 2), (1, 2), (1, 0), (2, 1), False),
     ((1, 2, 6, 11), (2, 3), 2, (1, 1), 1, True),
 ]
-AVG_WINDOWS = [(shape, k, s, p, ceil, include) for (shape, k, s, p, _, ceil) in MAX_WINDOWS
-               for include in (True, False)]
-
-
-def _claimed(op: str) -> list[str]:
-    assert op in CLAIMED, f"{op} is not in the kernel table: rebuild the fatbins (ember_gpu.build.build_images)"
-    return CLAIMED[op]
-
-
-def _host(t: Any) -> np.ndarray:
-    t = t.to_device("cpu")
-    return (t.astype("float32") if t.dtype == dtypes.bfloat16 else t).numpy().astype(np.float64)
+# kind -> each window's keyword arguments (avg: no dilation, both count_include_pad settings)
+WINDOW_KWARGS = {
+    "max": [(shape, {"kernel_size": k, "stride": s, "padding": p, "dilation": d, "ceil_mode": ceil})
+            for shape, k, s, p, d, ceil in WINDOWS],
+    "avg": [(shape, {"kernel_size": k, "stride": s, "padding": p, "ceil_mode": ceil, "count_include_pad": include})
+            for shape, k, s, p, _, ceil in WINDOWS for include in (True, False)],
+}
+GRADIENTS = {"max": lambda g, x, kw: em.max_pool2d_grad(g, x, **kw),
+             "avg": lambda g, x, kw: em.avg_pool2d_grad(g, input_shape=x.shape, **kw)}
 
 
 def _close(got: Any, want: Any, what: str) -> None:
@@ -60,6 +55,10 @@ def _ran(fake: Any, kernel: str) -> bool:
     return any(launch.kernel == kernel for launch in fake.launches)
 
 
+def _on_gpu(*tensors: Any) -> list[Any]:
+    return [t.to_device("cuda:0") for t in tensors]
+
+
 def _input(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, specials: bool = True) -> Any:
     """Values with ties (integers) and, when asked, NaN and infinities."""
     v = np.round(rng.normal(0, 3, shape))
@@ -68,46 +67,29 @@ def _input(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, special
     return em.asarray(v).astype(dtype)
 
 
-def test_max_pool2d_grad_and_select_match_ember_cpu(no_claimed_op_falls_back: Any) -> None:
-    rng = np.random.default_rng(41)
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pooling_and_its_gradient_match_ember_cpu(no_claimed_op_falls_back: Any, kind: str) -> None:
+    """<kind>_pool2d and <kind>_pool2d_grad (max: and max_pool2d_select), each op's own kernel."""
+    rng = np.random.default_rng(41 if kind == "max" else 43)
     fake = no_claimed_op_falls_back
-    for dtype in _claimed("max_pool2d"):
-        for shape, k, s, p, d, ceil in MAX_WINDOWS:
-            kw = {"kernel_size": k, "stride": s, "padding": p, "dilation": d, "ceil_mode": ceil}
+    forward, gradient = getattr(em, f"{kind}_pool2d"), GRADIENTS[kind]
+    for dtype in _claimed(f"{kind}_pool2d"):
+        for shape, kw in WINDOW_KWARGS[kind]:
             what = f"{dtype} {shape} {kw}"
             x = _input(rng, shape, dtype)
             fake.launches.clear()
-            got = em.max_pool2d(x.to_device("cuda:0"), **kw)
-            assert _ran(fake, f"eg_pool_max_pool2d_{dtype}"), f"max_pool2d {what}: its kernel did not run"
-            pooled = em.max_pool2d(x, **kw)
-            _close(got, pooled, f"max_pool2d {what}")
+            pooled = forward(x, **kw)
+            _close(forward(*_on_gpu(x), **kw), pooled, f"{kind}_pool2d {what}")
             g = _input(rng, pooled.shape, dtype, specials=False)
-            got = em.max_pool2d_grad(g.to_device("cuda:0"), x.to_device("cuda:0"), **kw)
-            assert _ran(fake, f"eg_pool_max_pool2d_grad_{dtype}"), f"max_pool2d_grad {what}"
-            _close(got, em.max_pool2d_grad(g, x, **kw), f"max_pool2d_grad {what}")
-            values = _input(rng, shape, dtype, specials=False)
-            got = em.max_pool2d_select(values.to_device("cuda:0"), x.to_device("cuda:0"), **kw)
-            assert _ran(fake, f"eg_pool_max_pool2d_select_{dtype}"), f"max_pool2d_select {what}"
-            _close(got, em.max_pool2d_select(values, x, **kw), f"max_pool2d_select {what}")
-
-
-def test_avg_pool2d_and_its_gradient_match_ember_cpu(no_claimed_op_falls_back: Any) -> None:
-    rng = np.random.default_rng(43)
-    fake = no_claimed_op_falls_back
-    for dtype in _claimed("avg_pool2d"):
-        for shape, k, s, p, ceil, include in AVG_WINDOWS:
-            kw = {"kernel_size": k, "stride": s, "padding": p, "ceil_mode": ceil, "count_include_pad": include}
-            what = f"{dtype} {shape} {kw}"
-            x = _input(rng, shape, dtype)
-            fake.launches.clear()
-            got = em.avg_pool2d(x.to_device("cuda:0"), **kw)
-            assert _ran(fake, f"eg_pool_avg_pool2d_{dtype}"), f"avg_pool2d {what}: its kernel did not run"
-            pooled = em.avg_pool2d(x, **kw)
-            _close(got, pooled, f"avg_pool2d {what}")
-            g = _input(rng, pooled.shape, dtype, specials=False)
-            got = em.avg_pool2d_grad(g.to_device("cuda:0"), input_shape=shape, **kw)
-            assert _ran(fake, f"eg_pool_avg_pool2d_grad_{dtype}"), f"avg_pool2d_grad {what}"
-            _close(got, em.avg_pool2d_grad(g, input_shape=shape, **kw), f"avg_pool2d_grad {what}")
+            _close(gradient(*_on_gpu(g, x), kw), gradient(g, x, kw), f"{kind}_pool2d_grad {what}")
+            ops = [f"{kind}_pool2d", f"{kind}_pool2d_grad"]
+            if kind == "max":
+                values = _input(rng, shape, dtype, specials=False)
+                got = em.max_pool2d_select(*_on_gpu(values, x), **kw)
+                _close(got, em.max_pool2d_select(values, x, **kw), f"max_pool2d_select {what}")
+                ops.append("max_pool2d_select")
+            for op in ops:
+                assert _ran(fake, f"eg_pool_{op}_{dtype}"), f"{op} {what}: its kernel did not run"
 
 
 def test_adaptive_avg_pool2d_matches_a_float64_mean(no_claimed_op_falls_back: Any) -> None:

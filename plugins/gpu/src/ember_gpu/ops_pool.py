@@ -6,6 +6,7 @@ so they are deterministic without atomics."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ember_gpu import abi
@@ -13,6 +14,17 @@ from ember_gpu.gen_nn import POOL_OPS
 from ember_gpu.ops import BLOCK_SHAPE, Entry, OpLayer
 
 Pair = tuple[int, int]
+
+# op -> its tensors (out, then the core's inputs) as eg_pool_args sees them: (x, ref, x-sized, pooled)
+ROLES: dict[str, Callable[..., tuple[Any, Any, Any, Any]]] = {
+    "max_pool2d": lambda out, x: (x, None, x, out),
+    "max_pool2d_grad": lambda out, grad_output, x: (grad_output, x, x, grad_output),
+    "max_pool2d_select": lambda out, values, x: (values, x, x, out),
+    "avg_pool2d": lambda out, x: (x, None, x, out),
+    "avg_pool2d_grad": lambda out, grad_output: (grad_output, None, out, grad_output),
+    "adaptive_avg_pool2d": lambda out, x: (x, None, x, out),
+}
+assert tuple(ROLES) == POOL_OPS  # one entry per kernel gen_nn builds
 
 
 def _launch(layer: OpLayer, op: str, out: Any, x: Any, ref: Any, big: Any, small: Any, *, kernel_size: Pair = (1, 1),
@@ -35,59 +47,25 @@ def _launch(layer: OpLayer, op: str, out: Any, x: Any, ref: Any, big: Any, small
     return None
 
 
-def max_pool2d(layer: OpLayer) -> Any:
-    def kernel(out: Any, x: Any, *, ceil_mode: bool, **window: Any) -> Any:
-        return _launch(layer, "max_pool2d", out, x, None, x, out, **window)
+def _kernel(layer: OpLayer, op: str) -> Callable[..., Any]:
+    """op's kernel in the core's calling convention (nn.toml's pool family); ceil_mode and output_size
+    only shaped out, which the core computed."""
+    roles = ROLES[op]
 
-    return kernel
-
-
-def max_pool2d_grad(layer: OpLayer) -> Any:
-    def kernel(out: Any, grad_output: Any, x: Any, *, ceil_mode: bool, **window: Any) -> Any:
-        return _launch(layer, "max_pool2d_grad", out, grad_output, x, x, grad_output, **window)
-
-    return kernel
-
-
-def max_pool2d_select(layer: OpLayer) -> Any:
-    def kernel(out: Any, values: Any, x: Any, *, ceil_mode: bool, **window: Any) -> Any:
-        return _launch(layer, "max_pool2d_select", out, values, x, x, out, **window)
-
-    return kernel
-
-
-def avg_pool2d(layer: OpLayer) -> Any:
-    def kernel(out: Any, x: Any, *, ceil_mode: bool, **window: Any) -> Any:
-        return _launch(layer, "avg_pool2d", out, x, None, x, out, **window)
-
-    return kernel
-
-
-def avg_pool2d_grad(layer: OpLayer) -> Any:
-    def kernel(out: Any, grad_output: Any, *, ceil_mode: bool, **window: Any) -> Any:
-        return _launch(layer, "avg_pool2d_grad", out, grad_output, None, out, grad_output, **window)
-
-    return kernel
-
-
-def adaptive_avg_pool2d(layer: OpLayer) -> Any:
-    def kernel(out: Any, x: Any, *, output_size: Any) -> Any:
-        if out._numel and not x._numel:  # windows of nothing: the composite says what is wrong
+    def kernel(out: Any, *inputs: Any, ceil_mode: bool = False, output_size: Any = None, **window: Any) -> Any:
+        x, ref, big, small = roles(out, *inputs)
+        if out._numel and not big._numel:  # adaptive windows of nothing: the composite says what is wrong
             return NotImplemented
-        return _launch(layer, "adaptive_avg_pool2d", out, x, None, x, out)
+        return _launch(layer, op, out, x, ref, big, small, **window)
 
+    kernel.__name__ = op
     return kernel
-
-
-MAKERS = {"max_pool2d": max_pool2d, "max_pool2d_grad": max_pool2d_grad, "max_pool2d_select": max_pool2d_select,
-          "avg_pool2d": avg_pool2d, "avg_pool2d_grad": avg_pool2d_grad, "adaptive_avg_pool2d": adaptive_avg_pool2d}
-assert tuple(MAKERS) == POOL_OPS  # one maker per kernel family gen_nn builds
 
 
 def kernels(layer: OpLayer) -> dict[str, Entry]:
     table: dict[str, Entry] = {}
-    for op, make in MAKERS.items():
+    for op in POOL_OPS:
         served = layer.served(f"eg_pool_{op}")
         if served:
-            table[op] = make(layer), served
+            table[op] = _kernel(layer, op), served
     return table
