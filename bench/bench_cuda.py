@@ -13,12 +13,16 @@ ember at ``ember_gpu.blas.set_tf32(False)``.  An ember case that runs,
 even partly, through the CPU fallback is timed with one call only and marked ``fallback``: its
 figure is the fallback's cost, not the GPU's.  Prints a markdown table, row by row; the ratio is
 ember time / PyTorch time (lower is better) against the issue's bound on it.
+At 2048^3 float32 and float16, ember's matmul is timed on cuBLAS and on its own tiled GEMM kernel
+(``EMBER_GPU_GEMM=own``, ember-rocm's GEMM without hipBLAS), each beside PyTorch: the own kernel's
+speed against cuBLAS is the ratio of those two rows' ember figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -95,10 +99,31 @@ def cases(sizes: list[int], matmul: int) -> list[Case]:
             Case(f"sum, {label} float32", "TB/s", -nbytes / 1e12, 1 / 0.9, ((n,),), "float32",
                  lambda xp, a: xp.sum(a)),
         ]
+    n = min(OWN_GEMM_SIZE, matmul)
+    for dtype, (choice, on) in itertools.product(("float32", "float16"), GEMMS):  # ember's own GEMM beside cuBLAS
+        out.append(Case(f"matmul {n}^3 {dtype}, ember on {on}", "TFLOP/s", -2 * n**3 / 1e12, None, ((n, n),) * 2,
+                        dtype, functools.partial(_matmul_on, choice)))
     for dtype, note in (("float32", " (TF32 off)"), ("bfloat16", ""), ("float16", "")):
         out.append(Case(f"matmul {matmul}^3 {dtype}{note}", "TFLOP/s", -2 * matmul**3 / 1e12, 1 / 0.97,
                         ((matmul, matmul), (matmul, matmul)), dtype, lambda xp, a, b: a @ b))
     return out
+
+
+OWN_GEMM_SIZE = 2048  # (or --matmul-size, when smaller)
+GEMMS = (("vendor", "cuBLAS"), ("own", "its own tiled GEMM"))  # ember_gpu.blas.set_gemm's choice, in words
+
+
+def _matmul_on(choice: str, xp: Any, a: Any, b: Any) -> Any:
+    """a @ b, ember's float matmul on the GEMM ``choice`` names (PyTorch's as it is)."""
+    if xp is not em:
+        return a @ b
+    from ember_gpu.blas import set_gemm
+
+    set_gemm(choice)
+    try:
+        return a @ b
+    finally:
+        set_gemm("auto")
 
 
 def _label(n: int) -> str:

@@ -11,8 +11,9 @@ from typing import Any
 
 DOCTOR_TIMEOUT = 120.0  # seconds one device's check may take in its process
 # Device properties that change numerics, which `ember doctor` prints under each device (as conformance's
-# "numerics settings" does), with every key ending in "_subnormals" ("preserved"/"flushed" per dtype).
-NUMERICS_KEYS = ("float_controls", "denormals", "flush_to_zero", "tf32", "deterministic", "fast_math")
+# "numerics settings" does), with every key ending in "_subnormals" ("preserved"/"flushed" per dtype); "gemm":
+# which GEMM a GPU's float matmul runs on (the vendor's BLAS or ember's own kernel).
+NUMERICS_KEYS = ("float_controls", "denormals", "flush_to_zero", "tf32", "deterministic", "fast_math", "gemm")
 
 
 def _backends(args: argparse.Namespace) -> int:

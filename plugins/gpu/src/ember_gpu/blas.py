@@ -1,10 +1,18 @@
-"""Float matmul through the vendor's BLAS (cuBLAS; hipBLAS with the same code and another table).
+"""Float matmul through the vendor's BLAS (cuBLAS; hipBLAS or rocBLAS with the same code and other
+tables), or through ember's own tiled GEMM kernel (csrc/eg_gemm.h) where none loads or when asked.
 
-The library is found at run time, never at import: its versioned sonames on the loader path first
-(a system toolkit), then in the vendor wheel's directory of every ``sys.path`` entry
-(site-packages); the vendor packages do not depend on the wheels, which are hundreds of MB.  The
-binding is cffi in ABI mode from one neutral cdef (device pointers as ``uint64_t``, as in
-``driver.py``), every call checked and its status named.
+The library is found at run time, never at import: the vendor's tables in order (ember-rocm: hipBLAS,
+then rocBLAS), each its versioned sonames on the loader path first (a system toolkit), then in the
+vendor wheel's directory of every ``sys.path`` entry (site-packages); the vendor packages do not
+depend on the wheels, which are hundreds of MB.  The binding is cffi in ABI mode from one neutral
+cdef per calling convention (device pointers as ``uint64_t``, as in ``driver.py``), every call
+checked and its status named.
+
+Which GEMM serves: ``EMBER_GPU_GEMM`` (read at import; ``set_gemm`` at run time) is ``auto`` (the
+default: the vendor's BLAS, else ember's own kernel), ``own`` (ember's kernel even where the BLAS
+loads: how it is measured against cuBLAS) or ``vendor`` (the BLAS or an error).  ``Blas.describe``
+says which serves, in words; the GPU plugin reports it as the device property ``"gemm"``, which
+``ember doctor`` prints.  The own kernel computes float32 in float32 whatever the TF32 switch says.
 
 One library handle per device and thread (a handle must not be used by two threads at once),
 created lazily in the device's context and bound to the device's one stream, so a GEMM is ordered
@@ -27,7 +35,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,12 +45,15 @@ import cffi
 from ember_core.errors import ConfigError, KernelError, UnsupportedOpError
 from ember_core.tensor import span
 from ember_core.views import coalesce
+from ember_gpu import abi, gen_gemm
 from ember_gpu.errors import DriverError, GpuError, GpuOutOfMemoryError
+from ember_gpu.launch import Kernel
 from ember_gpu.vendor import BlasVendor, Vendor
 
 # Every BLAS function ember calls, by ember_gpu's name: (result type, parameters in neutral C types).
-# Sizes and leading dimensions are int64 (the 64-bit GEMM), device pointers uint64_t, handles and
-# streams void *, enums int; alpha and beta are host pointers to the compute type's scalars.
+# Sizes and leading dimensions are int64 (cuBLAS's 64-bit GEMM; GEMM_SIGNATURES for the others),
+# device pointers uint64_t, handles and streams void *, enums int; alpha and beta are host pointers to
+# the compute type's scalars.
 SIGNATURES: dict[str, tuple[str, str]] = {
     "create": ("int", "void **handle"),
     "destroy": ("int", "void *handle"),
@@ -56,6 +67,26 @@ SIGNATURES: dict[str, tuple[str, str]] = {
                                     "int compute_type, int algo"),
     "status_string": ("const char *", "int status"),
 }
+OPTIONAL = frozenset({"set_math_mode", "set_workspace"})  # a library without them keeps its own defaults
+
+# The strided-batched GEMM per calling convention (BlasVendor.api).
+GEMM_SIGNATURES: dict[str, str] = {
+    # cuBLAS's ILP64 cublasGemmStridedBatchedEx_64
+    "cublas_64": SIGNATURES["gemm_strided_batched"][1],
+    # hipblasGemmStridedBatchedEx with hipblasDatatype_t enums (libhipblas.so.0 to .so.2): int sizes
+    "hipblas": "void *handle, int trans_a, int trans_b, int m, int n, int k, const void *alpha, uint64_t a, "
+               "int a_type, int lda, long long stride_a, uint64_t b, int b_type, int ldb, long long stride_b, "
+               "const void *beta, uint64_t c, int c_type, int ldc, long long stride_c, int batch_count, "
+               "int compute_type, int algo",
+    # rocblas_gemm_strided_batched_ex: int sizes, c read and d written (both ember's out), then a solution
+    # index (0: the library's choice) and flags (0)
+    "rocblas": "void *handle, int trans_a, int trans_b, int m, int n, int k, const void *alpha, uint64_t a, "
+               "int a_type, int lda, long long stride_a, uint64_t b, int b_type, int ldb, long long stride_b, "
+               "const void *beta, uint64_t c, int c_type, int ldc, long long stride_c, uint64_t d, int d_type, "
+               "int ldd, long long stride_d, int batch_count, int compute_type, int algo, int solution_index, "
+               "unsigned int flags",
+}
+_INT32_MAX = 2**31 - 1  # the largest size or leading dimension of the int-sized GEMMs
 
 # What each dtype computes in, and its alpha/beta as the compute type's C scalars (a complex one is
 # two of them).  Half-precision products accumulate in float32, as PyTorch's do.
@@ -96,22 +127,58 @@ def tf32_enabled() -> bool:
     return _tf32
 
 
+# ---- which GEMM serves ---------------------------------------------------------------------------------
+
+_GEMM_ENV = "EMBER_GPU_GEMM"
+GEMM_CHOICES = {"auto": "the vendor's BLAS, else ember's own GEMM (the default)",
+                "own": "ember's own tiled GEMM, even where the vendor's BLAS loads",
+                "vendor": "the vendor's BLAS only (an error where it is missing)"}
+
+
+def _checked_choice(value: str, where: str) -> str:
+    if value not in GEMM_CHOICES:
+        raise ConfigError(f"{where}={value!r}: use " + "; ".join(f"{k} for {v}" for k, v in GEMM_CHOICES.items()))
+    return value
+
+
+_gemm = _checked_choice(os.environ.get(_GEMM_ENV, "").strip() or "auto", _GEMM_ENV)
+
+
+def set_gemm(choice: str) -> None:
+    """Which GEMM float matmul runs on, process-wide: "auto", "own" or "vendor" (``GEMM_CHOICES``)."""
+    global _gemm
+    _gemm = _checked_choice(choice, "set_gemm")
+
+
+def gemm_choice() -> str:
+    return _gemm
+
+
 # ---- the library -------------------------------------------------------------------------------------
 
 def cdef_for(table: BlasVendor) -> str:
-    missing = sorted(set(SIGNATURES) - set(table.symbols))
+    missing = sorted(set(SIGNATURES) - OPTIONAL - set(table.symbols))
     if missing:
         raise ValueError(f"BLAS table {table.product!r} names no symbol for {missing}")
-    return "\n".join(f"{result} {table.symbols[name]}({params});" for name, (result, params) in SIGNATURES.items())
+    signatures = {**SIGNATURES, "gemm_strided_batched": ("int", GEMM_SIGNATURES[table.api])}
+    return "\n".join(f"{result} {table.symbols[name]}({params});" for name, (result, params) in signatures.items()
+                     if name in table.symbols)
+
+
+def tables(vendor: Vendor) -> tuple[BlasVendor, ...]:
+    """The vendor's BLAS tables in the order they are tried."""
+    return ((vendor.blas,) if vendor.blas is not None else ()) + vendor.blas_alternatives
 
 
 class BlasLibrary:
     """The opened BLAS library (or a fake with the same symbols): checked calls by ember_gpu name."""
 
-    def __init__(self, vendor: Vendor, lib: Any, ffi: cffi.FFI) -> None:
-        assert vendor.blas is not None
+    def __init__(self, vendor: Vendor, lib: Any, ffi: cffi.FFI, table: BlasVendor | None = None,
+                 source: str = "") -> None:
         self.vendor = vendor
-        self.table = vendor.blas
+        self.table = table or vendor.blas
+        assert self.table is not None
+        self.source = source  # what was opened: a soname or a path
         self.ffi = ffi
         self.fn: dict[str, Callable[..., Any]] = {}
         for name, symbol in self.table.symbols.items():
@@ -165,26 +232,33 @@ def candidates(table: BlasVendor, search_path: list[str] | None = None) -> Itera
 
 
 def open_blas(vendor: Vendor) -> BlasLibrary:
-    """dlopen the vendor's BLAS; BlasUnavailableError says what was tried and how to install it."""
-    table = vendor.blas
-    if table is None:
+    """dlopen the vendor's first BLAS that loads (``tables``); BlasUnavailableError says what was tried
+    and how to install one."""
+    wanted = tables(vendor)
+    if not wanted:
         raise BlasUnavailableError(f"{vendor.package} has no BLAS library for float matmul")
-    ffi = cffi.FFI()
-    ffi.cdef(cdef_for(table))
     failures = []
-    for target, directory in candidates(table):
-        try:
-            if directory is not None:  # the wheel's library finds its companions by soname: load them first
-                for path in [directory / name for name in table.companions if (directory / name).is_file()] + [target]:
-                    ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)  # (its errors are the loader's, in one line)
-            return BlasLibrary(vendor, ffi.dlopen(target), ffi)
-        except OSError as exc:
-            if directory is not None:  # (a soname the loader does not know is the normal case, not news)
-                failures.append(f"{target}: {exc}")
+    for table in wanted:
+        ffi = cffi.FFI()
+        ffi.cdef(cdef_for(table))
+        for target, directory in candidates(table):
+            try:
+                if directory is not None:  # the wheel's library finds its companions by soname: load them first
+                    for path in [directory / name for name in table.companions if (directory / name).is_file()]:
+                        ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)  # (its errors are the loader's, one line)
+                    ctypes.CDLL(target, mode=ctypes.RTLD_GLOBAL)
+                return BlasLibrary(vendor, ffi.dlopen(target), ffi, table, target)
+            except OSError as exc:
+                if directory is not None:  # (a soname the loader does not know is the normal case, not news)
+                    failures.append(f"{target}: {exc}")
+            except BlasUnavailableError as exc:  # too old: the next library may do
+                failures.append(str(exc))
     found = f" ({'; '.join(failures)})" if failures else ""
-    raise BlasUnavailableError(
-        f"{vendor.package}: float matmul needs {table.product} ({' or '.join(table.libraries)}), which is neither "
-        f"on the loader path nor in site-packages/{' or '.join(table.wheel_dirs)}{found}: {table.install_hint}")
+    dirs = [d for table in wanted for d in table.wheel_dirs]
+    where = f"neither on the loader path nor in site-packages/{' or '.join(dirs)}" if dirs else "not on the loader path"
+    names = " or ".join(f"{table.product} ({' or '.join(table.libraries)})" for table in wanted)
+    hints = "; or ".join(table.install_hint for table in wanted)
+    raise BlasUnavailableError(f"{vendor.package}: float matmul needs {names}, which is {where}{found}: {hints}")
 
 
 # ---- the GEMM of a matmul --------------------------------------------------------------------------
@@ -273,8 +347,10 @@ class Handle:
         self.pointer = out[0]
         try:
             library.call("set_stream", self.pointer, device.stream)
-            library.call("set_math_mode", self.pointer, library.table.default_math)
-            library.call("set_workspace", self.pointer, workspace.pointer, workspace.nbytes)
+            if "set_math_mode" in library.fn:
+                library.call("set_math_mode", self.pointer, library.table.default_math)
+            if "set_workspace" in library.fn:
+                library.call("set_workspace", self.pointer, workspace.pointer, workspace.nbytes)
         except GpuError:
             self.close()
             raise
@@ -291,9 +367,50 @@ class Handle:
     __del__ = close
 
 
+class OwnGemm:
+    """ember's tiled GEMM kernels (csrc/eg_gemm.h) of a build, by its kernel index (kernel -> image).  A
+    planned GEMM (the library's column-major ``C = op(A) op(B)``, A being ember's b) runs as ember's
+    row-major ``out = a @ b``, so the kernel's stores run along out's rows."""
+
+    def __init__(self, index: Mapping[str, str]) -> None:
+        self.index = index
+        self.dtypes = frozenset(name.removeprefix("eg_gemm_") for name in index if name.startswith("eg_gemm_"))
+        self._kernels: dict[tuple[int, str], Kernel] = {}
+
+    def run(self, device: Any, gemm: Gemm, dtype: Any, c: int, a: int, b: int) -> None:
+        """Queue ``gemm`` for operands of ``dtype`` at device addresses c (out), a and b (ember's)."""
+        name = f"eg_gemm_{dtype.name}"
+        kernel = self._kernels.get((device.index, name))
+        if kernel is None or kernel.device is not device:
+            kernel = self._kernels[device.index, name] = Kernel(device, self.index[name], name, abi.ffi,
+                                                                "eg_gemm_args")
+        tile = gen_gemm.TILES[dtype.name]
+        tiles = -(-gemm.n // tile.bm) * -(-gemm.m // tile.bn) * gemm.batch
+        size = dtype.itemsize
+        for at_c, at_a, at_b in gemm.offsets:
+            kernel((device.blocks_for(tiles, 1), 1, 1), (abi.BLOCK, 1, 1), {
+                "c": c + at_c * size, "a": a + at_a * size, "b": b + at_b * size, "batch": gemm.batch,
+                "m": gemm.n, "n": gemm.m, "k": gemm.k, "alpha": [1.0, 0.0], "beta": [0.0, 0.0],
+                "a_strides": [gemm.stride_b, *_rows_columns(gemm.trans_b, gemm.ldb)],
+                "b_strides": [gemm.stride_a, *_rows_columns(gemm.trans_a, gemm.lda)],
+                "c_strides": [gemm.stride_c, gemm.ldc, 1]})
+
+
+def _rows_columns(op: str, ld: int) -> tuple[int, int]:
+    """The row and column strides of the transpose of a library operand read with ``op`` and ``ld``."""
+    return (ld, 1) if op == "n" else (1, ld)
+
+
+def _fits(table: BlasVendor, gemm: Gemm) -> bool:
+    """Whether the library's GEMM takes this one's sizes (the int-sized ones stop at 2**31 - 1)."""
+    return table.api == "cublas_64" or max(gemm.m, gemm.n, gemm.k, gemm.lda, gemm.ldb, gemm.ldc,
+                                           gemm.batch) <= _INT32_MAX
+
+
 class Blas:
     """The BLAS of one runtime: the library (opened on the first matmul), the handles per device and
-    thread, the workspace per device, and the matmul kernel."""
+    thread, the workspace per device, ember's own GEMM kernels (``own``, set by the op layer's family
+    entry), and the matmul kernel."""
 
     def __init__(self, runtime: Any, opener: Callable[[Vendor], BlasLibrary] | None = None) -> None:
         self.runtime = runtime
@@ -305,6 +422,7 @@ class Blas:
         self._thread = threading.local()  # .handles: {device index: Handle}
         self._workspaces: dict[int, tuple[Any, Any]] = {}  # device index -> (device, DeviceMemory)
         self._plans: dict[tuple[Any, ...], Gemm | None] = {}  # by layout: planning costs more than the call
+        self.own: OwnGemm | None = None  # ember's GEMM kernels, when the build holds them
 
     def reset(self, opener: Callable[[Vendor], BlasLibrary] | None = None) -> None:
         """Forget the library, handles and workspaces; open the next library with ``opener`` when given
@@ -347,7 +465,9 @@ class Blas:
         handles = self._thread.__dict__.setdefault("handles", {})
         found = handles.get(device.index)
         if found is None or found.device is not device:
-            found = handles[device.index] = Handle(self.library(), device, self._workspace(device))
+            library = self.library()
+            workspace = self._workspace(device) if "set_workspace" in library.fn else None
+            found = handles[device.index] = Handle(library, device, workspace)
         return found
 
     def _workspace(self, device: Any) -> Any:
@@ -382,26 +502,79 @@ class Blas:
         return None
 
     def gemm(self, device: Any, gemm: Gemm, out: Any, a: Any, b: Any) -> None:
-        """Queue the planned GEMMs on ``device``'s stream (operands validated first)."""
+        """Queue the planned GEMMs on ``device``'s stream (operands validated first), on the library or
+        on ember's own kernel (``serving``)."""
+        library = self.serving(out.dtype.name, gemm)
+        c, pa, pb = _address(device, out), _address(device, a), _address(device, b)
+        if library is None:
+            assert self.own is not None
+            self.own.run(device, gemm, out.dtype, c, pa, pb)
+            return
         dtype = out.dtype.name
-        library = self.library()
         table = library.table
         compute = _COMPUTE[dtype]
         scalars = (compute, 2 if out.dtype.kind == "c" else 1)
-        compute_type = table.compute_types["float32_tf32" if dtype == "float32" and _tf32 else compute]
+        if out.dtype.kind == "c" and dtype in table.compute_types:  # (hipBLAS's complex compute types)
+            compute = dtype
+        elif dtype == "float32" and _tf32 and "float32_tf32" in table.compute_types:
+            compute = "float32_tf32"
+        compute_type = table.compute_types[compute]
         data_type = table.data_types[dtype]
-        c, pa, pb = _address(device, out), _address(device, a), _address(device, b)
         handle = self.handle(device)
         device.runtime.make_current(device)
         op = table.operations
         size = out.dtype.itemsize
         for at_c, at_a, at_b in gemm.offsets:
-            library.call("gemm_strided_batched", handle.pointer, op[gemm.trans_a], op[gemm.trans_b], gemm.m, gemm.n,
-                         gemm.k, library.one[scalars], pb + at_b * size, data_type, gemm.lda, gemm.stride_a,
-                         pa + at_a * size, data_type, gemm.ldb, gemm.stride_b, library.zero[scalars], c + at_c * size,
-                         data_type, gemm.ldc, gemm.stride_c, gemm.batch, compute_type, table.default_algo)
+            result = [c + at_c * size, data_type, gemm.ldc, gemm.stride_c]
+            call = [handle.pointer, op[gemm.trans_a], op[gemm.trans_b], gemm.m, gemm.n, gemm.k, library.one[scalars],
+                    pb + at_b * size, data_type, gemm.lda, gemm.stride_a, pa + at_a * size, data_type, gemm.ldb,
+                    gemm.stride_b, library.zero[scalars], *result]
+            if table.api == "rocblas":  # d, the result, is c: then the solution index and flags
+                call += [*result, gemm.batch, compute_type, table.default_algo, 0, 0]
+            else:
+                call += [gemm.batch, compute_type, table.default_algo]
+            library.call("gemm_strided_batched", *call)
         if device.launch_blocking:
             device.synchronize()
+
+    def serving(self, dtype: str, gemm: Gemm | None = None) -> BlasLibrary | None:
+        """The library a GEMM of ``dtype`` runs on, or None for ember's own kernel: by ``gemm_choice``,
+        the own kernel where the library is missing or takes no sizes as large as ``gemm``'s."""
+        own = self.own is not None and dtype in self.own.dtypes
+        if _gemm == "own":
+            if not own:
+                raise BlasUnavailableError(f"{_GEMM_ENV}=own, but {self._package()}'s kernels hold no eg_gemm_{dtype}: "
+                                           f"reinstall it, or use {_GEMM_ENV}=auto")
+            return None
+        try:
+            library = self.library()
+        except BlasUnavailableError:
+            if _gemm == "auto" and own:
+                return None
+            raise
+        if gemm is not None and not _fits(library.table, gemm):
+            if not own:
+                raise BlasUnavailableError(f"{self._package()}: this matmul's sizes pass {library.table.product}'s "
+                                           f"32-bit limit and no own GEMM kernel serves {dtype}")
+            return None
+        return library
+
+    def describe(self) -> str:
+        """Which GEMM float matmul runs on, in words (the GPU plugin's device property "gemm")."""
+        own = "ember's tiled GEMM (eg_gemm)"
+        if _gemm == "own":
+            return f"{own}, as {_GEMM_ENV}=own asks" if self.own is not None else f"none ({_GEMM_ENV}=own, no kernels)"
+        try:
+            library = self.library()
+        except BlasUnavailableError as exc:
+            missing = " / ".join(table.product for table in tables(self.runtime.vendor)) or "a vendor BLAS"
+            if _gemm == "auto" and self.own is not None:
+                return f"{own}: {missing} not found"
+            return f"none: {exc}"
+        return f"{library.table.product} ({library.source})" if library.source else library.table.product
+
+    def _package(self) -> str:
+        return self.runtime.vendor.package if self.runtime is not None else "ember-gpu"
 
 
 _BLAS: weakref.WeakKeyDictionary[Any, Blas] = weakref.WeakKeyDictionary()
@@ -420,6 +593,9 @@ def kernels(layer: Any) -> dict[str, tuple[Callable[..., Any], frozenset[str]]]:
     """The op layer's family entry (``ember_gpu.ops.FAMILIES``): matmul for every floating dtype,
     on the Blas of the layer's runtime (a layer without one only reads the table)."""
     gemm = Blas(None) if layer.runtime is None else blas_for(layer.runtime)
+    index = getattr(layer, "index", {})
+    if any(name.startswith("eg_gemm_") for name in index):
+        gemm.own = OwnGemm(index)
     return {"matmul": (gemm.matmul, frozenset(DTYPES))}
 
 

@@ -6,7 +6,8 @@ memory (``FakeGpu.read`` / ``write``) with the library's column-major semantics:
 leading dimensions (checked as the library checks them), batch strides (0 included), alpha and
 beta.  It records what a test needs to see: every call, each handle's device, thread, stream, math
 mode and workspace, and each GEMM's arguments (``gemms``).  ``fail(name, status, skip=0, times=1)``
-makes calls fail as ``FakeGpu.fail`` does.  ``open`` is ``blas.Blas``'s library opener.
+makes calls fail as ``FakeGpu.fail`` does.  ``open`` is ``blas.Blas``'s library opener.  ``FakeBlas(gpu,
+table)`` fakes another of the vendor's tables (ember-rocm's rocBLAS: its GEMM's d must be its c).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import cffi
 import numpy as np
 
 from ember_gpu.blas import SIGNATURES, BlasLibrary, cdef_for
-from ember_gpu.vendor import Vendor
+from ember_gpu.vendor import BlasVendor, Vendor
 
 
 @dataclass
@@ -64,10 +65,10 @@ class FakeGemm:
 class FakeBlas:
     """The fake BLAS of the GPUs of ``gpu`` (a ``fake.FakeGpu``), with ``gpu.vendor``'s BLAS table."""
 
-    def __init__(self, gpu: Any) -> None:
+    def __init__(self, gpu: Any, table: BlasVendor | None = None) -> None:
         self.gpu = gpu
         self.vendor: Vendor = gpu.vendor
-        table = self.vendor.blas
+        table = table or self.vendor.blas
         if table is None:
             raise ValueError(f"vendor {self.vendor.name!r} has no BLAS table")
         self.table = table
@@ -83,16 +84,18 @@ class FakeBlas:
         self._dtypes = {code: name for name, code in table.data_types.items()}
         self._computes = {code: name for name, code in table.compute_types.items()}
         self._ops = {code: name for name, code in table.operations.items()}
-        # the statuses the fake returns, found by the name's ending in the vendor's table (xBLAS_STATUS_...)
+        # the statuses the fake returns, found by the name's ending in the vendor's table (xBLAS_STATUS_...;
+        # rocblas_status_..., which has no "not supported" or "execution failed" of its own)
         self._invalid, self._unsupported, self._failed = (
-            next(code for code, info in table.errors.items() if info.name.endswith(suffix))
-            for suffix in ("_INVALID_VALUE", "_NOT_SUPPORTED", "_EXECUTION_FAILED"))
+            next(code for code, info in table.errors.items() if info.name.upper().endswith(suffixes))
+            for suffixes in (("_INVALID_VALUE",), ("_NOT_SUPPORTED", "_NOT_IMPLEMENTED"),
+                             ("_EXECUTION_FAILED", "_INTERNAL_ERROR")))
         self.lib = _FakeLib(self)
 
     def open(self, vendor: Vendor) -> BlasLibrary:
         """The Blas library opener: this fake as a BlasLibrary."""
         self.opened += 1
-        return BlasLibrary(vendor, self.lib, self.ffi)
+        return BlasLibrary(vendor, self.lib, self.ffi, self.table)
 
     def fail(self, name: str, status: int, *, skip: int = 0, times: int | None = 1) -> None:
         name = {symbol: n for n, symbol in self.table.symbols.items()}.get(name, name)
@@ -120,6 +123,11 @@ class FakeBlas:
             if times is not None:
                 failure[2] = times - 1
             return status
+        if name == "gemm_strided_batched" and self.table.api == "rocblas":
+            *front, c, c_type, ldc, stride_c, d, d_type, ldd, stride_d, batch, compute, algo, solution, flags = args
+            if (d, d_type, ldd, stride_d, solution, flags) != (c, c_type, ldc, stride_c, 0, 0):
+                return self._invalid  # (ember writes c in place: d is c, the library picks the solution)
+            args = (*front, c, c_type, ldc, stride_c, batch, compute, algo)
         return getattr(self, "_" + name)(*args) or 0
 
     def _address(self, pointer: Any) -> int:
@@ -182,7 +190,7 @@ class FakeBlas:
         if (None in ops or min(m, n, k, batch) < 0 or lda < max(1, rows_a) or ldb < max(1, rows_b)
                 or ldc < max(1, m) or algo != self.table.default_algo):
             return self._invalid
-        scalar = "double" if compute == "float64" else "float"
+        scalar = "double" if compute in ("float64", "complex128") else "float"
         width = 2 if dtype.startswith("complex") else 1
         alpha_value, beta_value = (_scalar(self.ffi.cast(f"{scalar} *", p), width) for p in (alpha, beta))
         self.gemms.append(FakeGemm(self._address(handle), state.device, state.stream, trans_a, trans_b, m, n, k,
@@ -211,7 +219,7 @@ class FakeBlas:
 
 # which compute types the library accepts per data type (cuBLAS's table for GemmEx, restricted to ember's)
 _COMPUTES = {"float16": ("float32",), "bfloat16": ("float32",), "float32": ("float32", "float32_tf32"),
-             "complex64": ("float32",), "float64": ("float64",), "complex128": ("float64",)}
+             "complex64": ("float32", "complex64"), "float64": ("float64",), "complex128": ("float64", "complex128")}
 _STORAGE = {"float16": np.float16, "bfloat16": np.uint16, "float32": np.float32, "float64": np.float64,
             "complex64": np.complex64, "complex128": np.complex128}
 

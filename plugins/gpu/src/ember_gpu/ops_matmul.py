@@ -1,6 +1,6 @@
-"""The matmul family: the floating dtypes on the vendor's BLAS (``ember_gpu.blas``), the integer
-ones on eg_matmul_matmul_<dtype> (wrapping, one thread per output element).  One family, as the op
-layer serves each op from one."""
+"""The matmul family: the floating dtypes on the vendor's BLAS or ember's own tiled GEMM kernel
+(``ember_gpu.blas`` chooses), the integer ones on eg_matmul_matmul_<dtype> (wrapping, one thread per
+output element).  One family, as the op layer serves each op from one."""
 
 from __future__ import annotations
 

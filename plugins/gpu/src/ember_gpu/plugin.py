@@ -106,9 +106,11 @@ class GpuPlugin:
 
     @hookimpl
     def ember_device_properties(self, device: Any) -> Mapping[str, Any]:
-        from ember_gpu.blas import tf32_enabled
+        from ember_gpu.blas import blas_for, tf32_enabled
 
-        return {**self._device(device).properties(), "tf32": tf32_enabled()}  # (float32 matmul's setting)
+        self.ember_kernels(self.vendor.name)  # (the op layer tells the BLAS which GEMM kernels the build holds)
+        return {**self._device(device).properties(), "tf32": tf32_enabled(),  # (float32 matmul's setting)
+                "gemm": blas_for(self.runtime).describe()}  # which GEMM float matmul runs on
 
     @hookimpl
     def ember_synchronize(self, device: Any) -> None:

@@ -31,24 +31,27 @@ class ErrorInfo:
 
 @dataclass(frozen=True)
 class BlasVendor:
-    """The vendor's BLAS library (cuBLAS, hipBLAS) as data: where it is found, its symbols and enums.
+    """A vendor's BLAS library (cuBLAS, hipBLAS, rocBLAS) as data: where it is found, its symbols and enums.
 
-    ``ember_gpu.blas`` reads nothing else, so hipBLAS is this table with other values."""
+    ``ember_gpu.blas`` reads nothing else, so hipBLAS and rocBLAS are this table with other values and
+    their own calling convention (``api``)."""
 
     product: str  # what users call it: "cuBLAS"
     libraries: tuple[str, ...]  # versioned sonames, tried on the loader path, then in wheel_dirs
     wheel_dirs: tuple[str, ...]  # site-packages subdirectories of the vendor's BLAS wheel: "nvidia/cu13/lib"
     companions: tuple[str, ...]  # libraries of the same wheel directory loaded first (cuBLAS needs cuBLASLt)
     install_hint: str  # how to get the library, in words users act on
-    symbols: Mapping[str, str]  # ember_gpu name -> vendor symbol (every name of blas.SIGNATURES)
+    symbols: Mapping[str, str]  # ember_gpu name -> vendor symbol (blas.SIGNATURES; blas.OPTIONAL may be absent)
     data_types: Mapping[str, int]  # ember dtype name -> the vendor's data-type enum
-    compute_types: Mapping[str, int]  # "float32", "float32_tf32", "float64" -> the vendor's compute-type enum
+    compute_types: Mapping[str, int]  # "float32", "float32_tf32", "float64" -> the vendor's compute-type enum,
+    #                                   and a dtype's name where its own differs (hipBLAS's complex ones)
     operations: Mapping[str, int]  # "n": the operand as stored, "t": transposed
     default_math: int  # the handle's math mode: no reduced-precision shortcut unless the compute type asks
     default_algo: int  # the GEMM algorithm: the library's heuristic
     workspace_bytes: int  # per handle, allocated by ember (a library allocation would break graph capture)
     errors: Mapping[int, ErrorInfo]  # status -> name and what to do
     out_of_memory: int  # the status of a failed allocation
+    api: str = "cublas_64"  # the GEMM's calling convention, a key of blas.GEMM_SIGNATURES
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class Vendor:
     dlpack_default_stream: int  # the stream DLPack's ``stream=None`` means (CUDA: 1, the legacy stream)
     dlpack_invalid_streams: frozenset[int] = frozenset()  # stream values DLPack forbids for this vendor
     blas: BlasVendor | None = None  # the BLAS library for float matmul (None: the vendor has none)
+    blas_alternatives: tuple[BlasVendor, ...] = ()  # BLAS libraries tried in order when ``blas`` is missing
     version_scale: tuple[int, int] = (1000, 10)  # a version's major, minor: v // a, v % a // b (HIP: 10**7, 10**5)
     peer_copy_by_ordinal: bool = False  # the peer copy names its devices by ordinal (HIP), not by context (CUDA)
     error_text_returned: bool = False  # the error name / string functions return the text (HIP), not fill a pointer

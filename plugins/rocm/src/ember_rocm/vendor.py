@@ -6,6 +6,8 @@ from __future__ import annotations
 from ember_gpu.build import HIPCC_ARCHS
 from ember_gpu.vendor import ErrorInfo, LaunchMarkers, PropertiesLayout, RtcVendor, Vendor
 
+from ember_rocm.blas import HIPBLAS, ROCBLAS
+
 DRIVER = "ROCm 5.2 or newer (libamdhip64.so.5 or .so.6) with the amdgpu kernel driver"
 DRIVER_HINT = ("install ROCm's HIP runtime (Debian 12: apt-get install libamdhip64-5; or AMD's ROCm packages, "
                "https://rocm.docs.amd.com), add your user to the render and video groups, and check that rocminfo "
@@ -167,6 +169,8 @@ def hip_vendor(warp_size: int = 64) -> Vendor:
         dlpack_invalid_streams=frozenset({1, 2}),  # DLPack reserves them for CUDA
         peer_copy_by_ordinal=True,
         error_text_returned=True,
+        blas=HIPBLAS,  # float matmul: hipBLAS, else rocBLAS, else ember's own GEMM kernel
+        blas_alternatives=(ROCBLAS,),
         rtc=HIPRTC,
     )
 
