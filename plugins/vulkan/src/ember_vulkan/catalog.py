@@ -34,8 +34,9 @@ STORAGE = {
     "float32": Storage("BufF32", "float", "({})", "({})", "float", 4),
 }
 DTYPES = tuple(STORAGE)
-# float64 only where a reduction accumulates in it (sum / prod with dtype=float64): those variants need
-# shaderFloat64, so the type is declared only in them and the host declines them on a device without it.
+# float64 for a few ops only (add, subtract, multiply, sum, prod, full, copy / astype: what dtype=float64
+# and astype to float64 and their gradients need): those variants need shaderFloat64, so the type is
+# declared only in them and the host declines them on a device without it.
 WIDE = {"float64": Storage("BufF64", "double", "({})", "({})", "float", 8)}
 FLOATS = ("float16", "float32")
 INTS = ("int32", "int64")
@@ -71,9 +72,9 @@ UNARY: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 BINARY: dict[str, tuple[tuple[str, ...], str]] = {
-    "add": (NUMERIC, "same"),
-    "subtract": (NUMERIC, "same"),
-    "multiply": (NUMERIC, "same"),
+    "add": ((*NUMERIC, *WIDE), "same"),
+    "subtract": ((*NUMERIC, *WIDE), "same"),
+    "multiply": ((*NUMERIC, *WIDE), "same"),
     "divide": (FLOATS, "same"),
     "maximum": (NUMERIC, "same"),
     "minimum": (NUMERIC, "same"),
@@ -172,8 +173,8 @@ def variants() -> list[Variant]:
     def add(v: Variant) -> None:
         out[v.name] = v
 
-    for src in DTYPES:
-        for dst in DTYPES:
+    for src in (*DTYPES, *WIDE):
+        for dst in (*DTYPES, *WIDE):
             add(_v("copy", {"A": src, "O": dst}))
         add(_v("where", {"A": "bool", "B": src, "C": src, "O": src}))
         add(_v("take", {"A": src, "O": src}))

@@ -100,8 +100,10 @@ def _unary(name: str) -> Callable[..., None]:
 def _binary(name: str) -> Callable[..., None]:
     op = catalog.op_code(catalog.BINARY, name)
 
-    def kernel(out: Any, a: Any, b: Any) -> None:
-        _elementwise(name_of("binary", A=a.dtype.name, B=b.dtype.name, O=out.dtype.name), op, out, a, b)
+    def kernel(out: Any, a: Any, b: Any) -> Any:
+        if a.dtype.name in catalog.WIDE and not _device(out).has_float64:
+            return NotImplemented  # float64 variants need shaderFloat64: the next provider serves them
+        return _elementwise(name_of("binary", A=a.dtype.name, B=b.dtype.name, O=out.dtype.name), op, out, a, b)
 
     return kernel
 
@@ -126,9 +128,11 @@ def where(out: Any, cond: Any, a: Any, b: Any) -> None:
 
 
 def copy(out: Any, x: Any) -> None:
-    """copy / astype into any strided view; a destination dtype without shaders (float64,
-    complex...) converts on the host and is written back through the transfer hooks."""
-    if out.dtype.name in catalog.STORAGE:
+    """copy / astype into any strided view; a dtype without shaders (complex..., float64 on a device
+    without shaderFloat64) converts on the host and is written back through the transfer hooks."""
+    names = (x.dtype.name, out.dtype.name)
+    shaded = all(n in catalog.STORAGE or n in catalog.WIDE for n in names)
+    if shaded and (_device(out).has_float64 or not any(n in catalog.WIDE for n in names)):
         _elementwise(name_of("copy", A=x.dtype.name, O=out.dtype.name), 0, out, x)
         return
     from ember_core import transfer
@@ -566,9 +570,10 @@ KERNELS: dict[str, Callable[..., None]] = {
 def claimed_dtypes() -> dict[str, tuple[str, ...]]:
     """op -> the dtypes its shaders serve: what manifest.toml must claim (a test holds them equal)."""
     table = {name: dtypes for name, (dtypes, _) in {**catalog.UNARY, **catalog.BINARY, **catalog.REDUCE}.items()}
-    table |= {name: catalog.DTYPES for name in ("where", "copy", "astype", "full", "take", "index_put",
+    table |= {name: catalog.DTYPES for name in ("where", "take", "index_put",
                                                 *catalog.ARG_REDUCE, *catalog.SCAN, *catalog.SORT,
                                                 "searchsorted", "nonzero")}
+    table |= {name: (*catalog.DTYPES, *catalog.WIDE) for name in ("copy", "astype", "full")}
     table["matmul"] = catalog.MATMUL_DTYPES
     table |= catalog.RANDOM
     return table

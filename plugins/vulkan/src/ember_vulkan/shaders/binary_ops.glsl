@@ -78,6 +78,14 @@ A_T apply(A_T a, A_T b) {
     }
     return a;
 }
+#elif defined(A_DTYPE_FLOAT64)
+double apply(double a, double b) {  // add, subtract, multiply: the device's IEEE double arithmetic
+    switch (OP) {
+        case BOP_ADD: return a + b;
+        case BOP_SUBTRACT: return a - b;
+    }
+    return a * b;
+}
 #else
 float apply(float a, float b) {
     const float nan = uintBitsToFloat(0x7fc00000u);

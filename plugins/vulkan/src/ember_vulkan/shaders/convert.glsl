@@ -31,11 +31,16 @@ O_T convert(A_T v) {
   #endif
 }
 #else
-float convert(A_T v) {
+  #if defined(A_DTYPE_FLOAT64) && defined(O_DTYPE_FLOAT16)
+  #include "round_once.glsl"
+  #endif
+O_T convert(A_T v) {
   #if defined(A_IS_BOOL)
-    return v ? 1.0 : 0.0;
+    return v ? O_T(1) : O_T(0);
+  #elif defined(A_DTYPE_FLOAT64) && defined(O_DTYPE_FLOAT16)
+    return round_to_odd(v);  // then rounded once more, to float16, by the store
   #else
-    return float(v);  // int32 / int64 -> float32 rounds once; -> float16 is exact or overflows either way
+    return O_T(v);  // int32 / int64 -> float32 / float64 rounds once; -> float16 is exact or overflows either way
   #endif
 }
 #endif

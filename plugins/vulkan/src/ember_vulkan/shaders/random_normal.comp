@@ -10,17 +10,7 @@ layout(push_constant) uniform Push { uint64_t out_addr, offset; double mean, std
 #include "philox.glsl"
 
 #if defined(O_DTYPE_FLOAT16)
-// double -> float16 with one rounding.  Drivers may convert through float32 (rounding twice), so
-// round to float32 toward zero with a sticky last bit (round-to-odd): then the float32 -> float16
-// rounding gives what a single rounding of the double would.
-float round_to_odd(double d) {
-    float f = float(d);
-    if (double(f) != d && !isinf(f)) {
-        if (abs(double(f)) > abs(d)) f = uintBitsToFloat(floatBitsToUint(f) - 1u);
-        f = uintBitsToFloat(floatBitsToUint(f) | 1u);
-    }
-    return f;
-}
+#include "round_once.glsl"
 #define ROUND_ONCE(v) float16_t(round_to_odd(v))
 #else
 #define ROUND_ONCE(v) float(v)
