@@ -45,6 +45,12 @@ def _geometry(x_shape: tuple[int, ...], w_shape: tuple[int, ...], out_hw: tuple[
             "dilation_h": dilation[0], "dilation_w": dilation[1], "groups": groups}
 
 
+def _sizes(g: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(channels, out_channels, output positions, rows of one group's columns) of a geometry."""
+    positions = g["out_h"] * g["out_w"]
+    return g["channels"], g["out_channels"], positions, g["channels"] // g["groups"] * g["kernel_h"] * g["kernel_w"]
+
+
 def _direct(g: dict[str, Any]) -> bool:
     """Whether the direct kernels serve this convolution: depthwise, or nothing for a GEMM to reduce."""
     return (g["groups"] > 1 and g["groups"] == g["channels"]) or not g["channels"] or not g["batch"]
@@ -95,6 +101,11 @@ class Convolutions:
             return 0
         return self.layer.address(self.layer.device_ops(t), t) + elements * t._dtype.itemsize
 
+    def direct(self, kind: str, out: Any, g: dict[str, Any], relu: bool = False, **tensors: Any) -> None:
+        """The direct kernel eg_conv_<kind> into out (the tensors named as eg_conv_args names them)."""
+        self.launch(kind, out, {**g, "out": self.address(out), "relu": int(relu),
+                                **{name: self.address(t) for name, t in tensors.items()}}, out._numel)
+
     def epilogue(self, out: Any, bias: Any, relu: bool, rows: int, channels: int, positions: int) -> None:
         """out (rows, channels, positions) in place: + bias[channel], then relu (nothing to do: no launch)."""
         if bias is None and not relu:
@@ -112,12 +123,9 @@ class Convolutions:
         g = _geometry(x._shape, weight._shape, out._shape[2:], stride, padding, dilation, groups)
         relu = activation == "relu"
         if _direct(g):
-            self.launch("direct", out, {**g, "out": self.address(out), "x": self.address(x),
-                                        "weight": self.address(weight), "bias": self.address(bias),
-                                        "relu": int(relu)}, out._numel)
+            self.direct("direct", out, g, relu, x=x, weight=weight, bias=bias)
             return
-        channels, outs, positions = g["channels"], g["out_channels"], g["out_h"] * g["out_w"]
-        rows = channels // groups * g["kernel_h"] * g["kernel_w"]  # of one group's columns
+        channels, outs, positions, rows = _sizes(g)
         pointwise = _pointwise(g)
         chunk = _images_per_chunk(g, 0 if pointwise else channels * g["kernel_h"] * g["kernel_w"] * positions
                                   * x._dtype.itemsize)
@@ -157,11 +165,9 @@ class Convolutions:
             return
         g = _geometry(x._shape, out._shape, grad_output._shape[2:], stride, padding, dilation, groups)
         if _direct(g):
-            self.launch("direct_weight_grad", out, {**g, "out": self.address(out), "x": self.address(x),
-                                                    "grad_output": self.address(grad_output)}, out._numel)
+            self.direct("direct_weight_grad", out, g, x=x, grad_output=grad_output)
             return
-        channels, outs, positions = g["channels"], g["out_channels"], g["out_h"] * g["out_w"]
-        rows = channels // groups * g["kernel_h"] * g["kernel_w"]
+        channels, outs, positions, rows = _sizes(g)
         itemsize = x._dtype.itemsize
         chunk = _images_per_chunk(g, (channels * g["kernel_h"] * g["kernel_w"] + outs) * positions * itemsize)
         for first in range(0, g["batch"], chunk):
@@ -191,11 +197,9 @@ class Convolutions:
             return
         g = _geometry(out._shape, weight._shape, grad_output._shape[2:], stride, padding, dilation, groups)
         if _direct(g):
-            self.launch("direct_input_grad", out, {**g, "out": self.address(out), "weight": self.address(weight),
-                                                   "grad_output": self.address(grad_output)}, out._numel)
+            self.direct("direct_input_grad", out, g, weight=weight, grad_output=grad_output)
             return
-        channels, outs, positions = g["channels"], g["out_channels"], g["out_h"] * g["out_w"]
-        rows = channels // groups * g["kernel_h"] * g["kernel_w"]
+        channels, outs, positions, rows = _sizes(g)
         pointwise = _pointwise(g)
         chunk = _images_per_chunk(g, 0 if pointwise else rows * groups * positions * out._dtype.itemsize)
         image = channels * g["height"] * g["width"]
