@@ -99,7 +99,8 @@ def test_adaptive_avg_pool2d_matches_a_float64_mean(no_claimed_op_falls_back: An
     rng = np.random.default_rng(47)
     fake = no_claimed_op_falls_back
     for dtype in _claimed("adaptive_avg_pool2d"):
-        for shape, size in (((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 5), 5), ((1, 1, 3, 4), (5, 6)), ((2, 2, 6, 6), 1)):
+        for shape, size in (((2, 3, 7, 9), (3, 4)), ((1, 2, 5, 5), 5), ((1, 1, 3, 4), (5, 6)), ((2, 2, 6, 6), 1),
+                            ((2, 3, 20, 21), 1), ((1, 2, 30, 30), (2, 3))):  # the last two: a block per output
             x = _input(rng, shape, dtype, specials=False)
             fake.launches.clear()
             got = em.adaptive_avg_pool2d(x.to_device("cuda:0"), size)

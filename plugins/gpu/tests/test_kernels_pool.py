@@ -35,7 +35,8 @@ from ember_core.errors import ShapeError
 from ember_core.ops.nn_composites import pool_geometry
 
 DTYPES = [d.name for d in gen_nn.registry_dtypes(gen_nn.POOL_OPS)]
-GRID, BLOCK = 3, 64  # small: the grid-stride loops go round several times
+GRID = 3  # small: the grid-stride loops go round several times
+THREAD, BLOCK = 0, 1  # EG_POOL_* (abi.h): adaptive_avg_pool2d's launch modes
 TOLERANCE = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-18, "float64": 2.0**-46}
 SPECIALS = (math.nan, math.inf, -math.inf, -0.0, 0.0)
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -114,8 +115,10 @@ def stored(values: np.ndarray, dtype: str) -> np.ndarray:
 # ---- running a kernel -------------------------------------------------------------------------------
 
 
-def run(host: HostKernels, op: str, case: Case, x: np.ndarray, ref: np.ndarray | None = None) -> np.ndarray:
-    """eg_pool_<op> on stored copies of x (and ref); the result as float64 values."""
+def run(host: HostKernels, op: str, case: Case, x: np.ndarray, ref: np.ndarray | None = None,
+        mode: int = THREAD) -> np.ndarray:
+    """eg_pool_<op> on stored copies of x (and ref), in the launch mode (adaptive: a block per output
+    with BLOCK); the result as float64 values."""
     grad = op.endswith("_grad")
     out = stored(np.full(case.shape if grad else case.pooled, np.nan), case.dtype)  # every element must be written
     keep = [stored(x, case.dtype)] + ([] if ref is None else [stored(ref, case.dtype)])
@@ -126,8 +129,8 @@ def run(host: HostKernels, op: str, case: Case, x: np.ndarray, ref: np.ndarray |
     args.planes, (args.oh, args.ow) = n * c, case.out_hw
     (args.kh, args.kw), (args.sh, args.sw) = case.kernel, case.stride
     (args.ph, args.pw), (args.dh, args.dw) = case.padding, case.dilation
-    args.count_include_pad = int(case.count_include_pad)
-    host.launch(f"eg_pool_{op}_{case.dtype}", args, GRID, BLOCK)
+    args.count_include_pad, args.mode = int(case.count_include_pad), mode
+    host.launch(f"eg_pool_{op}_{case.dtype}", args, GRID, 256 if mode == BLOCK else 64)
     return comparable(out, case.dtype).astype(np.float64)
 
 
@@ -336,12 +339,25 @@ def test_avg_pool2d_and_grad(host: HostKernels, case: Case) -> None:
 @SETTINGS
 @given(case=cases(dilated=False, adaptive=True))
 def test_adaptive_avg_pool2d(host: HostKernels, case: Case) -> None:
-    """The mean over PyTorch's adaptive windows (output larger than the input included); NaN and
-    infinities stay in their own windows."""
+    """The mean over PyTorch's adaptive windows (output larger than the input included) in both
+    launch modes (a thread, a block per output); NaN and infinities stay in their own windows."""
     x = draw_values(case, case.shape, 0)
-    got = run(host, "adaptive_avg_pool2d", case, x)
-    assert_close(got, adaptive_reference(case, x), adaptive_reference(case, np.abs(x)), case.dtype,
-                 f"adaptive_avg_pool2d {case}")
+    want, magnitude = adaptive_reference(case, x), adaptive_reference(case, np.abs(x))
+    for mode in (THREAD, BLOCK):
+        got = run(host, "adaptive_avg_pool2d", case, x, mode=mode)
+        assert_close(got, want, magnitude, case.dtype, f"adaptive_avg_pool2d {case} mode {mode}")
+
+
+def test_adaptive_avg_pool2d_of_windows_longer_than_a_block(host: HostKernels) -> None:
+    """Global and uneven windows of hundreds of values, a block per output (threads taking several
+    values each), against the float64 mean."""
+    for dtype in DTYPES:
+        for shape, out_hw in (((2, 3, 23, 29), (1, 1)), ((1, 2, 40, 17), (3, 2))):
+            case = Case(dtype, shape, (1, 1), (1, 1), (0, 0), (1, 1), False, False, out_hw, 7, False, 0.01)
+            x = draw_values(case, shape, 0)
+            got = run(host, "adaptive_avg_pool2d", case, x, mode=BLOCK)
+            assert_close(got, adaptive_reference(case, x), adaptive_reference(case, np.abs(x)), dtype,
+                         f"adaptive_avg_pool2d {case}")
 
 
 def test_select_and_grad_skip_a_window_whose_maximum_is_padding(host: HostKernels) -> None:

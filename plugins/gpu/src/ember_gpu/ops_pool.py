@@ -14,6 +14,9 @@ from ember_gpu.gen_nn import POOL_OPS
 from ember_gpu.ops import BLOCK_SHAPE, Entry, OpLayer
 
 Pair = tuple[int, int]
+THREAD, BLOCK = 0, 1  # EG_POOL_* of abi.h: adaptive_avg_pool2d's modes
+SHORT_WINDOW = 64  # adaptive windows of more values than this on average: a block per output
+MAX_GRID = 65535
 
 # op -> its tensors (out, then the core's inputs) as eg_pool_args sees them: (x, ref, x-sized, pooled)
 ROLES: dict[str, Callable[..., tuple[Any, Any, Any, Any]]] = {
@@ -39,11 +42,14 @@ def _launch(layer: OpLayer, op: str, out: Any, x: Any, ref: Any, big: Any, small
     ops = layer.device_ops(out)
     n, c, h, w = big._shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
-    layer.kernel(ops, f"eg_pool_{op}_{out._dtype.name}")(ops.grid(out._numel), BLOCK_SHAPE, {
+    block = op == "adaptive_avg_pool2d" and h * w > SHORT_WINDOW * small._shape[2] * small._shape[3]
+    grid = (min(out._numel, MAX_GRID), 1, 1) if block else ops.grid(out._numel)
+    layer.kernel(ops, f"eg_pool_{op}_{out._dtype.name}")(grid, BLOCK_SHAPE, {
         "out": layer.address(ops, out), "x": layer.address(ops, x),
         "ref": 0 if ref is None else layer.address(ops, ref),
         "planes": n * c, "h": h, "w": w, "oh": small._shape[2], "ow": small._shape[3], "kh": kh, "kw": kw,
-        "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw, "count_include_pad": int(count_include_pad)})
+        "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw, "count_include_pad": int(count_include_pad),
+        "mode": BLOCK if block else THREAD})
     return None
 
 

@@ -485,7 +485,12 @@ typedef struct {
  * gradients, pooled-sized) or values (select, x-sized); ref is x for max_pool2d_grad and select (its
  * window maxima pick), else NULL.  The window: kernel (kh, kw), stride, padding, dilation (1 for avg
  * and adaptive; adaptive reads none of them), count_include_pad 0 or 1 (avg).  A thread per element
- * of out, any 1-d block and grid; no elements: do not launch. */
+ * of out, any 1-d block and grid; but adaptive_avg_pool2d with mode EG_POOL_BLOCK: a block of exactly
+ * EG_BLOCK threads per output (grid min(outputs, 65535)) sums its window by halving.  Choose the mode
+ * from the shape alone (e.g. BLOCK when a window averages more than 64 values); the other ops ignore
+ * it.  No elements: do not launch. */
+#define EG_POOL_THREAD 0
+#define EG_POOL_BLOCK 1
 typedef struct {
     void *out;
     const void *x;
@@ -504,7 +509,7 @@ typedef struct {
     long long dh;
     long long dw;
     int count_include_pad;
-    int reserved;
+    int mode;                          /* adaptive_avg_pool2d: EG_POOL_THREAD or EG_POOL_BLOCK */
 } eg_pool_args;
 /* ember's own GEMM (eg_gemm.h): c (batch, m, n) = alpha * a (batch, m, k) @ b (batch, k, n) + beta * c,
  * every operand with its own strides (elements: batch, row, column; any sign, 0 broadcasts), c not

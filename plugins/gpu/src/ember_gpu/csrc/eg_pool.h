@@ -12,7 +12,7 @@
  *     composite adds padding's zeros), divided by PyTorch's divisor (the window clipped to the
  *     padded input with count_include_pad, else to the input);
  *   - adaptive: the mean over PyTorch's window [floor(i H / OH), ceil((i + 1) H / OH)), summed in
- *     double.
+ *     double (in order by a thread, or by a block halving its threads' sums: abi.h's modes).
  * Deterministic, no atomics: the gradients are gathers, a thread per input element summing the
  * shares of the windows that hold it (max: that picked it) in ember-cpu's order, rows of windows
  * in turn and, within one, avg_pool2d_grad's columns right to left (pool.c walks the taps),
@@ -150,18 +150,43 @@ static __device__ EG_INLINE void eg_avg_pool2d(const eg_pool_args a)
     });
 }
 
+/* Adaptive window (oy, ox) of one x plane: this thread's share of its values (flattened row-major,
+ * elements lo, lo + step, ...) summed in double in order, and the window's size. */
+template <class D>
+static __device__ EG_INLINE double eg_adaptive_sum(const eg_pool_args &a, const typename D::T *x, eg_i64 oy, eg_i64 ox,
+                                                   eg_i64 lo, eg_i64 step, eg_i64 *size)
+{
+    const eg_i64 y0 = oy * a.h / a.oh, y1 = ((oy + 1) * a.h + a.oh - 1) / a.oh;
+    const eg_i64 x0 = ox * a.w / a.ow, x1 = ((ox + 1) * a.w + a.ow - 1) / a.ow, width = x1 - x0;
+    *size = (y1 - y0) * width;
+    double sum = 0;
+    for (eg_i64 j = lo; j < *size; j += step) sum += (double)D::load(x[(y0 + j / width) * a.w + x0 + j % width]);
+    return sum;
+}
+
+/* A thread per output (EG_POOL_THREAD), or a block per output whose threads' sums are halved
+ * (EG_POOL_BLOCK: windows of many values). */
 template <class D>
 static __device__ EG_INLINE void eg_adaptive_avg_pool2d(const eg_pool_args a)
 {
-    eg_pool_for_each(a.planes, a.oh, a.ow, [&](eg_i64 e, eg_i64 plane, eg_i64 oy, eg_i64 ox) {
-        const typename D::T *x = (const typename D::T *)a.x + plane * a.h * a.w;
-        const eg_i64 y0 = oy * a.h / a.oh, y1 = ((oy + 1) * a.h + a.oh - 1) / a.oh;
-        const eg_i64 x0 = ox * a.w / a.ow, x1 = ((ox + 1) * a.w + a.ow - 1) / a.ow;
-        double sum = 0;
-        for (eg_i64 iy = y0; iy < y1; iy++)
-            for (eg_i64 ix = x0; ix < x1; ix++) sum += (double)D::load(x[iy * a.w + ix]);
-        ((typename D::T *)a.out)[e] = D::store((typename D::C)(sum / (double)((y1 - y0) * (x1 - x0))));
-    });
+    typedef typename D::T T;
+    typedef typename D::C C;
+    eg_i64 size;
+    if (a.mode == EG_POOL_THREAD) {
+        eg_pool_for_each(a.planes, a.oh, a.ow, [&](eg_i64 e, eg_i64 plane, eg_i64 oy, eg_i64 ox) {
+            const double sum = eg_adaptive_sum<D>(a, (const T *)a.x + plane * a.h * a.w, oy, ox, 0, 1, &size);
+            ((T *)a.out)[e] = D::store((C)(sum / (double)size));
+        });
+        return;
+    }
+    const eg_i64 per_plane = a.oh * a.ow;
+    for (eg_i64 e = blockIdx.x; e < a.planes * per_plane; e += gridDim.x) {
+        const eg_i64 plane = e / per_plane, oy = e % per_plane / a.ow, ox = e % a.ow;
+        const double part = eg_adaptive_sum<D>(a, (const T *)a.x + plane * a.h * a.w, oy, ox, threadIdx.x, blockDim.x,
+                                               &size);
+        const double sum = eg_reduce_block<eg_nn_sum>(part);
+        if (threadIdx.x == 0) ((T *)a.out)[e] = D::store((C)(sum / (double)size));
+    }
 }
 
 /* ---- gradients: a thread per input element, gathering its windows' shares --------------------- */
