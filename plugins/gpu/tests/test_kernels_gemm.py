@@ -1,7 +1,9 @@
 """ember-gpu's own tiled GEMM (csrc/eg_gemm.h) on the host, against numpy float64 (complex128) computed
 from the very values the kernel reads: hypothesis over m, n, k (1, tile multiples and the sizes around
 them), every operand's layout (row-major, transposed, gapped on both dims, flipped, a broadcast batch),
-batch counts, alpha and beta, in every dtype the kernel serves.
+batch counts, alpha and beta, in every dtype the kernel serves.  Then ember_gpu.blas's OwnGemm on the fake
+driver running these kernels: every layout test_blas.py gives the vendor's BLAS (transposes, leading
+dimensions, broadcast batches, batch dims that do not coalesce), exact on small integers.
 
 Tolerance: the error bound of a fused multiply-add chain of k steps in the accumulation type u (float32
 for float16 / bfloat16 / float32 / complex64, float64 otherwise), ``(k + 2) * u * (|alpha| |a| @ |b| +
@@ -15,7 +17,12 @@ import pytest
 from ember_gpu import gen_gemm
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_blas import DTYPES as BLAS_DTYPES
+from test_blas import LAYOUTS as BLAS_LAYOUTS
+from test_blas import _matmul, _operand, _out, _read, _values
 from test_kernels_host import HOST_DIR, NUMPY, HostKernels, _bf16_bits, _bf16_values
+
+import ember_core.dtypes as dt
 
 BLOCK = 256
 DTYPES = list(gen_gemm.TILES)
@@ -190,3 +197,71 @@ def test_rows_and_columns_past_the_matrix_are_left_alone(host) -> None:
     outside[:, 5:70, 4:7] = False
     assert (whole[outside] == 7.0).all()
     check("float32", window, a, b, window, 1.0, 0.0)
+
+
+# ---- the planned GEMMs of ember_gpu.blas on the kernel --------------------------------------------------
+
+
+@pytest.fixture
+def own(host, tmp_path, monkeypatch):
+    """(Blas with no library but the own kernels, fake, device): the test vendor's runtime on a fake
+    driver running the host kernels; its package ships a stand-in image file the fake ignores."""
+    from ember_gpu import blas, ops
+    from ember_gpu.fake import FakeGpu
+    from ember_gpu.runtime import Runtime
+    from testgpu_vendor import TEST_VENDOR
+
+    kernels = tmp_path / "ember_own_gemm_images" / "kernels"
+    kernels.mkdir(parents=True)
+    (kernels.parent / "__init__.py").write_text("")
+    index = {name: image for name, image in ops.kernel_index(HOST_DIR).items() if name.startswith("eg_gemm_")}
+    for image in set(index.values()):
+        (kernels / (image + TEST_VENDOR.image_suffix)).write_bytes(b"(the fake runs the host library)")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake = FakeGpu(TEST_VENDOR, memory_bytes=1 << 22, host_kernels=HOST_DIR)
+    runtime = Runtime(TEST_VENDOR, "ember_own_gemm_images", opener=fake.open)
+
+    def no_library(vendor):
+        raise blas.BlasUnavailableError("no tgBLAS in this test")
+
+    gemm = blas.Blas(runtime, opener=no_library)
+    gemm.own = blas.OwnGemm(index)
+    return gemm, fake, runtime.device(0)
+
+
+@pytest.mark.parametrize("dtype", BLAS_DTYPES, ids=str)
+@pytest.mark.parametrize("how_a,how_b", BLAS_LAYOUTS)
+def test_every_layout_blas_plans_runs_on_the_kernel(own, dtype, how_a, how_b) -> None:
+    gemm, fake, device = own
+    result, out, expected = _matmul(gemm, fake, device, np.random.default_rng(7), dtype, (3, 5, 4), (3, 4, 6), how_a,
+                                    how_b)
+    assert result is not NotImplemented
+    np.testing.assert_array_equal(_read(fake, out), expected if dtype.kind == "c" else expected.real)
+    assert {launch.kernel for launch in fake.launches} == {f"eg_gemm_{dtype.name}"}
+
+
+@pytest.mark.parametrize("shape_a,shape_b,how_a,how_b", [
+    ((4, 2, 3), (4, 3, 5), "broadcast", "contiguous"), ((4, 2, 3), (4, 3, 5), "contiguous", "broadcast"),
+    ((2, 3, 2, 3), (2, 3, 3, 5), "contiguous", "transposed"), ((1, 4), (4, 1), "contiguous", "contiguous"),
+    ((5, 1), (1, 3), "transposed", "padded"), ((3, 4), (4, 2), "padded", "padded"),
+])
+def test_broadcast_batches_and_vectors_run_on_the_kernel(own, shape_a, shape_b, how_a, how_b) -> None:
+    gemm, fake, device = own
+    result, out, expected = _matmul(gemm, fake, device, np.random.default_rng(3), dt.float32, shape_a, shape_b,
+                                    how_a, how_b)
+    assert result is not NotImplemented
+    np.testing.assert_array_equal(_read(fake, out), expected)
+
+
+def test_batch_dims_that_do_not_coalesce_run_once_per_outer_entry(own) -> None:
+    gemm, fake, device = own
+    rng = np.random.default_rng(4)
+    grid, other = _values(rng, 2 * 4 * 6, dt.float32), _values(rng, 2 * 3 * 12, dt.float32)
+    view_a = grid.reshape(2, 4, 2, 3)[:, :3]  # (2, 3) entries of a (2, 4) grid of matrices
+    view_b = other.reshape(2, 3, 3, 4)
+    out = _out(device, (2, 3, 2, 4), dt.float32)
+    fake.launches.clear()
+    assert gemm.matmul(out, _operand(fake, device, view_a, grid, dt.float32),
+                       _operand(fake, device, view_b, other, dt.float32)) is not NotImplemented
+    np.testing.assert_array_equal(_read(fake, out), view_a @ view_b)
+    assert len(fake.launches) == 2
