@@ -293,6 +293,10 @@ def test_pools_reject_bad_dtypes_and_shapes():
         em.avg_pool2d(em.zeros((4, 4)), 2)
     with pytest.raises(em.ShapeError, match="grad_output must have shape"):
         em.max_pool2d_grad(em.zeros((1, 1, 3, 3)), em.zeros((1, 1, 4, 4)), 2)
+    for empty in ((1, 2, 0, 4), (1, 2, 4, 0)):  # no window to average (was ZeroDivisionError, or NaN for 1x1)
+        for size in (1, 2):
+            with pytest.raises(em.ShapeError, match="height and width must be non-zero"):
+                em.adaptive_avg_pool2d(em.zeros(empty), size)
 
 
 # ---- activations and softmax -----------------------------------------------------------------------

@@ -343,6 +343,8 @@ def _adaptive_matrix(n: int, out: int) -> np.ndarray:
 
 def adaptive_output_size(op: str, x_shape: tuple[int, ...], output_size: Any) -> tuple[int, int]:
     _nchw(op, "the input", x_shape)
+    if not x_shape[2] or not x_shape[3]:  # an empty window has no mean (PyTorch refuses it too)
+        raise ShapeError(f"{op}: the input's height and width must be non-zero, got shape {tuple(x_shape)}")
     return pair(op, "output_size", output_size, 1)
 
 
