@@ -16,8 +16,9 @@ The batch dims of a GEMM are (image, group) or (group, image), whichever makes f
 (the BLAS makes one strided-batched call per index of the outer one).  The columns come from the
 device's caching allocator (an ordinary tensor, freed when the call returns) and are bounded by
 COLUMN_BYTES: a larger batch runs in chunks of images (the weight gradient's chunks are added in
-order).  Depthwise convolutions (groups == channels > 1), and the degenerate no-channel and
-no-image cases, run the direct kernels instead: a GEMM per group would multiply single rows.
+order; an image whose columns alone exceed the bound is a chunk of its own).  Depthwise
+convolutions (groups == channels > 1), and the degenerate no-channel and no-image cases, run the
+direct kernels instead: a GEMM per group would multiply single rows.
 
 linear is the GEMM of x and weight^T (a view) followed by the same bias / relu pass.
 """
