@@ -583,6 +583,15 @@ fastop_get(PyObject *op, PyObject *obj, PyObject *type)
     return PyMethod_New(op, obj);  /* a Tensor method, as a Python function would bind */
 }
 
+static PyObject *
+fastop_repr(PyObject *op)
+{
+    PyObject *name = ((FastOpObject *)op)->dict ? PyDict_GetItemString(((FastOpObject *)op)->dict, "__qualname__")
+                                                : NULL;  /* (borrowed; ops/__init__ names every op) */
+    return name ? PyUnicode_FromFormat("<ember op %S (compiled hot path)>", name)
+                : PyUnicode_FromFormat("<ember op at %p (compiled hot path)>", op);
+}
+
 static PyMemberDef fastop_members[] = {
     {"__dictoffset__", T_PYSSIZET, offsetof(FastOpObject, dict), READONLY, NULL},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastOpObject, vectorcall), READONLY, NULL},
@@ -602,6 +611,7 @@ static PyTypeObject FastOp = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(FastOpObject, vectorcall),
     .tp_descr_get = fastop_get,
+    .tp_repr = fastop_repr,
     .tp_dictoffset = offsetof(FastOpObject, dict),
     .tp_members = fastop_members,
 };

@@ -80,7 +80,7 @@ def serve_scalars(scalar_operand: Callable[[Any, Any], Any]) -> None:
 _ARITY = {"unary": 1, "binary": 2}  # the families whose forward the C path runs
 
 
-def fast(forward: Callable[..., Any], family: str) -> Any:
+def fast(forward: Callable[..., Any], family: str, name: str) -> Any:
     """``forward`` with its fast case compiled, when the hot path is on and the family is one it
     runs (its builder's ``planned(x1[, x2]) -> (compute dtype, result dtype, choice, kernel)``
     gives the plan); else ``forward`` itself."""
@@ -90,6 +90,7 @@ def fast(forward: Callable[..., Any], family: str) -> Any:
         return forward
     op = native.FastOp(forward, _planner(planned, arity), arity)
     op.__wrapped__ = forward  # signature and docs are the forward's
+    op.__qualname__ = name  # (its repr)
     into = getattr(forward, "into", None)
     if into is not None:
         op.into = into

@@ -8,6 +8,7 @@ import operator
 import os
 import subprocess
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -127,6 +128,39 @@ def test_an_operand_that_requires_grad_is_recorded_and_its_gradient_is_right():
     np.testing.assert_allclose(x.grad.numpy(), -1 / np.array([1.0, 4.0, 9.0]), rtol=1e-6)  # y = 1/x
     with em.no_grad():
         assert (x * x).grad_fn is None
+
+
+@compiled
+def test_threads_share_plans_and_pool_while_another_opens_preference_blocks():
+    """Two threads run fast calls while a third keeps pausing the compiled path: every result is right."""
+    x = em.asarray(np.arange(64, dtype=np.float32))
+    expected = (x.numpy() * 2 + 1).tolist()
+    failures: list[object] = []
+
+    def work() -> None:
+        for _ in range(2000):
+            got = (x + x + 1.0).tolist()
+            if got != expected:
+                failures.append(got)
+
+    def toggle() -> None:
+        for _ in range(300):
+            with em.providers():
+                (x - x).tolist()
+
+    threads = [threading.Thread(target=f) for f in (work, work, toggle)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    assert python_calls(lambda: x + x) == []  # every block closed: the compiled path is back
+
+
+@compiled
+def test_compiled_ops_say_what_they_are():
+    assert repr(em.less) == "<ember op less (compiled hot path)>"
+    assert repr(em.add.__wrapped__) == "<ember op add (compiled hot path)>"
 
 
 @compiled

@@ -70,7 +70,7 @@ def _install(schema: OpSchema) -> Callable[..., Any]:
         raise RegistryError(f"{schema.file}: op {schema.name!r}: unknown family {schema.family!r}; known: "
                             f"{', '.join(sorted(BUILDERS))}") from None
     composite = _composite_for(schema)
-    fn = differentiable(schema, hotpath.fast(builder(schema, composite), schema.family), composite)
+    fn = differentiable(schema, hotpath.fast(builder(schema, composite), schema.family, schema.name), composite)
     fn.__name__ = schema.name.rsplit(".", 1)[-1]
     fn.__qualname__ = schema.name
     fn.__doc__ = f"{schema.name}{schema.signature_text}\n\n{schema.doc}".strip()
