@@ -24,9 +24,33 @@
 
 /* ---- Storage ------------------------------------------------------------------------------ */
 
+/* Each type's object fields, once: X(field, attribute name) makes the struct, the member table,
+   the GC's traversal and the clearing. */
+#define STORAGE_FIELDS(X) X(blocks, "blocks") X(device, "device") X(free, "free") X(handle, "handle") \
+    X(nbytes, "nbytes") X(version, "version")
+#define TENSOR_FIELDS(X) X(storage, "_storage") X(shape, "_shape") X(strides, "_strides") X(offset, "_offset") \
+    X(dtype, "_dtype") X(device, "_device") X(numel, "_numel") X(contig, "_contig")                        \
+    X(requires_grad, "_requires_grad") X(grad, "grad") X(grad_fn, "grad_fn") X(autograd, "_autograd")     \
+    X(base, "_base") X(native, "_native")
+#define AS_FIELD(f, name) PyObject *f;
+#define AS_MEMBER(f, name) {name, T_OBJECT_EX, offsetof(OBJECT, f), 0, NULL},
+#define AS_VISIT(f, name) Py_VISIT(self->f);
+#define AS_CLEAR(f, name) Py_CLEAR(self->f);
+
+/* A GC object's end: untracked, weak references told, fields cleared, memory freed. */
+static void
+dealloc_object(PyObject *self, PyObject *weakrefs, inquiry clear)
+{
+    PyObject_GC_UnTrack(self);
+    if (weakrefs)
+        PyObject_ClearWeakRefs(self);
+    clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
 typedef struct {
     PyObject_HEAD
-    PyObject *blocks, *device, *free, *handle, *nbytes, *version;
+    STORAGE_FIELDS(AS_FIELD)
     PyObject *weakrefs;
 } StorageObject;
 
@@ -63,45 +87,27 @@ storage_release(StorageObject *self)
 static int
 storage_traverse(StorageObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->blocks);
-    Py_VISIT(self->device);
-    Py_VISIT(self->free);
-    Py_VISIT(self->handle);
+    STORAGE_FIELDS(AS_VISIT)
     return 0;
 }
 
 static int
 storage_clear(StorageObject *self)
 {
-    storage_release(self);
-    Py_CLEAR(self->blocks);
-    Py_CLEAR(self->device);
-    Py_CLEAR(self->handle);
-    Py_CLEAR(self->nbytes);
-    Py_CLEAR(self->version);
+    storage_release(self);  /* (first: a Storage the GC clears gives its block back too) */
+    STORAGE_FIELDS(AS_CLEAR)
     return 0;
 }
 
 static void
 storage_dealloc(StorageObject *self)
 {
-    PyObject_GC_UnTrack(self);
-    if (self->weakrefs)
-        PyObject_ClearWeakRefs((PyObject *)self);
-    storage_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    dealloc_object((PyObject *)self, self->weakrefs, (inquiry)storage_clear);
 }
 
-static PyMemberDef storage_members[] = {
-    {"blocks", T_OBJECT_EX, offsetof(StorageObject, blocks), 0, NULL},
-    {"device", T_OBJECT_EX, offsetof(StorageObject, device), 0, NULL},
-    {"free", T_OBJECT_EX, offsetof(StorageObject, free), 0, NULL},
-    {"handle", T_OBJECT_EX, offsetof(StorageObject, handle), 0, NULL},
-    {"nbytes", T_OBJECT_EX, offsetof(StorageObject, nbytes), 0, NULL},
-    {"version", T_OBJECT_EX, offsetof(StorageObject, version), 0, NULL},
-    {"__weakrefoffset__", T_PYSSIZET, offsetof(StorageObject, weakrefs), READONLY, NULL},
-    {NULL},
-};
+#define OBJECT StorageObject
+static PyMemberDef storage_members[] = {STORAGE_FIELDS(AS_MEMBER) {NULL}};
+#undef OBJECT
 
 static PyTypeObject StorageBase = {
     PyVarObject_HEAD_INIT(NULL, 0)
@@ -120,59 +126,33 @@ static PyTypeObject StorageBase = {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *storage, *shape, *strides, *offset, *dtype, *device, *numel, *contig, *requires_grad;
-    PyObject *grad, *grad_fn, *autograd, *base, *native;
+    TENSOR_FIELDS(AS_FIELD)
     PyObject *weakrefs;
 } TensorObject;
-
-#define TENSOR_FIELDS(X) X(storage) X(shape) X(strides) X(offset) X(dtype) X(device) X(numel) X(contig) \
-    X(requires_grad) X(grad) X(grad_fn) X(autograd) X(base) X(native)
 
 static int
 tensor_traverse(TensorObject *self, visitproc visit, void *arg)
 {
-#define VISIT(f) Py_VISIT(self->f);
-    TENSOR_FIELDS(VISIT)
-#undef VISIT
+    TENSOR_FIELDS(AS_VISIT)
     return 0;
 }
 
 static int
 tensor_clear(TensorObject *self)
 {
-#define CLEAR(f) Py_CLEAR(self->f);
-    TENSOR_FIELDS(CLEAR)
-#undef CLEAR
+    TENSOR_FIELDS(AS_CLEAR)
     return 0;
 }
 
 static void
 tensor_dealloc(TensorObject *self)
 {
-    PyObject_GC_UnTrack(self);
-    if (self->weakrefs)
-        PyObject_ClearWeakRefs((PyObject *)self);
-    tensor_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    dealloc_object((PyObject *)self, self->weakrefs, (inquiry)tensor_clear);
 }
 
-static PyMemberDef tensor_members[] = {
-    {"_storage", T_OBJECT_EX, offsetof(TensorObject, storage), 0, NULL},
-    {"_shape", T_OBJECT_EX, offsetof(TensorObject, shape), 0, NULL},
-    {"_strides", T_OBJECT_EX, offsetof(TensorObject, strides), 0, NULL},
-    {"_offset", T_OBJECT_EX, offsetof(TensorObject, offset), 0, NULL},
-    {"_dtype", T_OBJECT_EX, offsetof(TensorObject, dtype), 0, NULL},
-    {"_device", T_OBJECT_EX, offsetof(TensorObject, device), 0, NULL},
-    {"_numel", T_OBJECT_EX, offsetof(TensorObject, numel), 0, NULL},
-    {"_contig", T_OBJECT_EX, offsetof(TensorObject, contig), 0, NULL},
-    {"_requires_grad", T_OBJECT_EX, offsetof(TensorObject, requires_grad), 0, NULL},
-    {"grad", T_OBJECT_EX, offsetof(TensorObject, grad), 0, NULL},
-    {"grad_fn", T_OBJECT_EX, offsetof(TensorObject, grad_fn), 0, NULL},
-    {"_autograd", T_OBJECT_EX, offsetof(TensorObject, autograd), 0, NULL},
-    {"_base", T_OBJECT_EX, offsetof(TensorObject, base), 0, NULL},
-    {"_native", T_OBJECT_EX, offsetof(TensorObject, native), 0, NULL},
-    {NULL},
-};
+#define OBJECT TensorObject
+static PyMemberDef tensor_members[] = {TENSOR_FIELDS(AS_MEMBER) {NULL}};
+#undef OBJECT
 
 static PyTypeObject TensorBase;  /* defined below, with its number slots */
 
@@ -570,9 +550,7 @@ fastop_clear(FastOpObject *op)
 static void
 fastop_dealloc(FastOpObject *op)
 {
-    PyObject_GC_UnTrack(op);
-    fastop_clear(op);
-    Py_TYPE(op)->tp_free((PyObject *)op);
+    dealloc_object((PyObject *)op, NULL, (inquiry)fastop_clear);
 }
 
 static PyObject *
@@ -592,12 +570,6 @@ fastop_repr(PyObject *op)
                 : PyUnicode_FromFormat("<ember op at %p (compiled hot path)>", op);
 }
 
-static PyMemberDef fastop_members[] = {
-    {"__dictoffset__", T_PYSSIZET, offsetof(FastOpObject, dict), READONLY, NULL},
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(FastOpObject, vectorcall), READONLY, NULL},
-    {NULL},
-};
-
 static PyTypeObject FastOp = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "ember_core._hotpath.FastOp",
@@ -613,7 +585,6 @@ static PyTypeObject FastOp = {
     .tp_descr_get = fastop_get,
     .tp_repr = fastop_repr,
     .tp_dictoffset = offsetof(FastOpObject, dict),
-    .tp_members = fastop_members,
 };
 
 /* ---- TensorBase's number slots ------------------------------------------------------------ */
