@@ -10,10 +10,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 DOCTOR_TIMEOUT = 120.0  # seconds one device's check may take in its process
-# Device properties that change numerics, which `ember doctor` prints under each device (as conformance's
-# "numerics settings" does), with every key ending in "_subnormals" ("preserved"/"flushed" per dtype); "gemm":
-# which GEMM a GPU's float matmul runs on (the vendor's BLAS or ember's own kernel).
-NUMERICS_KEYS = ("float_controls", "denormals", "flush_to_zero", "tf32", "deterministic", "fast_math", "gemm")
 
 
 def _backends(args: argparse.Namespace) -> int:
@@ -73,8 +69,9 @@ def numerics_settings(props: Mapping[str, Any]) -> list[str]:
         else:
             yield f"{key} = {value}"
 
-    return [line for key, value in props.items() if key in NUMERICS_KEYS or key.endswith("_subnormals")
-            for line in flat(key, value)]
+    from ember_core.plugins import numerics_properties
+
+    return [line for key, value in numerics_properties(props).items() for line in flat(key, value)]
 
 
 def doctor_one(name: str, verbose: bool) -> int:

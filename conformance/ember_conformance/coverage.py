@@ -10,8 +10,6 @@ from typing import Any
 
 from ember_conformance import verdicts
 
-NUMERICS_KEYS = ("tf32", "deterministic", "denormals", "flush_to_zero", "float_controls", "fast_math")
-
 
 def op_state(cases: list[dict[str, Any]]) -> str:
     """native | composite | not covered | skipped, for the cases of one (level, op, dtype)."""
@@ -91,7 +89,9 @@ def facts(report: dict[str, Any]) -> list[tuple[str, str]]:
     serving = [p for p in env.get("plugins", [])
                if device_type in p["device_types"] or p["name"] in report.get("providers", {})]
     plugins = ", ".join(f"{p['package']} {p['version']}" for p in serving)
-    numerics = {k: v for k, v in props.items() if k in NUMERICS_KEYS or k.endswith("_subnormals")}
+    from ember_core.plugins import numerics_properties
+
+    numerics = numerics_properties(props)
     numerics.update(env.get("ember_environment", {}))
     rows = [
         ("device", f"{report['device']}: {props.get('name', props.get('error', '?'))}"),

@@ -60,6 +60,17 @@ class PluginInfo:
     package: str | None = None  # distribution name, for messages; defaults to ember-<name>
 
 
+# Device properties (ember_device_properties) that change numerics, which `ember doctor` prints under each
+# device and conformance reports record, besides every key ending in "_subnormals" ("preserved" or "flushed"
+# per dtype); "gemm": which GEMM a GPU's float matmul runs on (the vendor's BLAS or ember's own kernel).
+NUMERICS_KEYS = ("float_controls", "denormals", "flush_to_zero", "tf32", "deterministic", "fast_math", "gemm")
+
+
+def numerics_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of a device's properties that change its numerics (NUMERICS_KEYS, *_subnormals)."""
+    return {k: v for k, v in properties.items() if k in NUMERICS_KEYS or k.endswith("_subnormals")}
+
+
 @dataclass
 class Manifest:
     """A plugin's capability manifest: which ops it runs natively, for which dtypes."""
