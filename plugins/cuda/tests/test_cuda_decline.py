@@ -4,8 +4,6 @@ load): no device, the reason in words a user can act on, and ``device="cuda"`` r
 
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
 import sys
 
@@ -20,13 +18,6 @@ from ember_core import cli
 pytestmark = pytest.mark.no_device
 
 
-def _cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        cli.main(list(args))
-    return out.getvalue()
-
-
 @pytest.fixture
 def no_driver():
     if PLUGIN.runtime.discover().count:
@@ -37,14 +28,17 @@ def no_driver():
     return reason
 
 
-def test_without_a_driver_there_is_no_device_and_the_reason_names_the_driver_needed(no_driver):
+def test_without_a_driver_there_is_no_device_and_the_reason_names_the_driver_needed(no_driver, capsys):
     assert PLUGIN.ember_device_count("cuda") == 0
     assert PLUGIN.ember_device_unavailable_reason("cuda") == no_driver
     assert "no CUDA driver" in no_driver and "R580 or newer (CUDA 13)" in no_driver
     with pytest.raises(em.BackendUnavailableError, match=r"cuda:0 is not available: no CUDA driver.*R580"):
         em.zeros(3, device="cuda")
-    assert "cuda x0 (no CUDA driver" in _cli("backends")
-    assert "SKIP  cuda" in _cli("doctor") and "R580" in _cli("doctor")
+    cli.main(["backends"])
+    assert "cuda x0 (no CUDA driver" in capsys.readouterr().out
+    cli.main(["doctor"])
+    doctor = capsys.readouterr().out
+    assert "SKIP  cuda" in doctor and "R580" in doctor
 
 
 def test_identity_and_kernels_never_open_the_driver():
@@ -62,13 +56,15 @@ def test_identity_and_kernels_never_open_the_driver():
     (803, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "reboot after a driver update"),
     (804, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "cuda-compat"),
 ])
-def test_a_driver_refusing_to_initialise_declines_with_its_meaning(fake_cuda, status, name, words):
+def test_a_driver_refusing_to_initialise_declines_with_its_meaning(fake_cuda, status, name, words, capsys):
     fake_cuda.fail("cuInit", status)
     reason = PLUGIN.ember_device_unavailable_reason("cuda")
     assert PLUGIN.ember_device_count("cuda") == 0 and name in reason and words in reason
     with pytest.raises(em.BackendUnavailableError, match=name):
         em.zeros(3, device="cuda")
-    assert f"SKIP  cuda       (ember-cuda): no device: the CUDA driver did not initialise: {name}" in _cli("doctor")
+    cli.main(["doctor"])
+    doctor = capsys.readouterr().out
+    assert f"SKIP  cuda       (ember-cuda): no device: the CUDA driver did not initialise: {name}" in doctor
 
 
 def test_a_driver_older_than_cuda_13_declines_naming_r580():

@@ -4,9 +4,7 @@ unaffected; and, on the fake driver, a GPU the shipped code objects do not cover
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import io
 
 import pytest
 from ember_rocm.plugin import PLUGIN
@@ -15,13 +13,6 @@ import ember_core as em
 from ember_core import cli
 
 pytestmark = pytest.mark.no_device
-
-
-def _cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        cli.main(list(args))
-    return out.getvalue()
 
 
 @pytest.fixture
@@ -39,14 +30,16 @@ def real_library_without_gpu():
     return PLUGIN.runtime.discover().reason
 
 
-def test_the_real_library_without_a_gpu_declines_with_what_to_check(real_library_without_gpu):
+def test_the_real_library_without_a_gpu_declines_with_what_to_check(real_library_without_gpu, capsys):
     reason = real_library_without_gpu
     assert PLUGIN.ember_device_count("rocm") == 0
     assert "the HIP driver did not initialise" in reason and "/dev/kfd" in reason and "rocminfo" in reason
     with pytest.raises(em.BackendUnavailableError, match=r"rocm:0 is not available: .*/dev/kfd"):
         em.zeros(3, device="rocm")
-    assert "rocm x0 (the HIP driver did not initialise" in _cli("backends")
-    doctor = _cli("doctor")
+    cli.main(["backends"])
+    assert "rocm x0 (the HIP driver did not initialise" in capsys.readouterr().out
+    cli.main(["doctor"])
+    doctor = capsys.readouterr().out
     assert "SKIP  rocm" in doctor and "/dev/kfd" in doctor
     assert em.zeros(3, device="cpu").tolist() == [0.0, 0.0, 0.0]  # other backends unaffected
 
