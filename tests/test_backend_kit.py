@@ -17,8 +17,8 @@ from ember_core.backend_kit import DeviceMemoryBackend, HostMemoryBackend
 from ember_core.plugins import ABI_MAJOR, ABI_MINOR, PluginInfo, hookimpl
 
 
-class Kit(HostMemoryBackend):
-    """A backend of host memory with no kernels: every op runs through the fallback."""
+class NoKernels:
+    """A plugin named by its class's ``name``, with no kernels: every op runs through the fallback."""
 
     name = "kit"
 
@@ -29,6 +29,10 @@ class Kit(HostMemoryBackend):
     @hookimpl
     def ember_kernels(self, device_type: str) -> dict[str, Any]:
         return {}
+
+
+class Kit(NoKernels, HostMemoryBackend):
+    """A backend of host memory with no kernels."""
 
 
 @pytest.fixture
@@ -57,7 +61,7 @@ def test_a_class_or_an_instance_registers_and_host_memory_works(registered, as_c
     assert x.__dlpack_device__() == (1, 0)  # host-addressable: DLPack's kDLCPU
 
 
-class FakeDriver(DeviceMemoryBackend):
+class FakeDriver(NoKernels, DeviceMemoryBackend):
     """Device memory as a dict of bytearrays at made-up addresses: nothing the host could
     dereference, every byte moved by the five driver calls."""
 
@@ -93,14 +97,6 @@ class FakeDriver(DeviceMemoryBackend):
     def device_copy_on_device(self, device: Any, dst: int, src: int, nbytes: int) -> None:
         (to, at), (source, frm) = self._find(dst), self._find(src)
         to[at:at + nbytes] = source[frm:frm + nbytes]
-
-    @hookimpl
-    def ember_plugin_info(self) -> PluginInfo:
-        return PluginInfo(name=self.name, version="0", abi=(ABI_MAJOR, ABI_MINOR), device_types=(self.name,))
-
-    @hookimpl
-    def ember_kernels(self, device_type: str) -> dict[str, Any]:
-        return {}
 
 
 def test_device_memory_moves_every_byte_through_the_driver_calls(registered):
