@@ -1,4 +1,4 @@
-"""ember-cuda against PyTorch CUDA on the same GPU, in the same process: issue 25's speed targets.
+"""ember-cuda against PyTorch CUDA on the same GPU, in the same process: the speed targets of issues 25 and 26.
 
 Run: ``python bench/bench_cuda.py [--rounds R] [--sizes 16M,256M] [--matmul-size 4096] [--json PATH]``
 (needs ember-cuda with a CUDA device, and PyTorch built for CUDA; it prints why and exits 77, the
@@ -13,6 +13,8 @@ ember at ``ember_gpu.blas.set_tf32(False)``.  An ember case that runs,
 even partly, through the CPU fallback is timed with one call only and marked ``fallback``: its
 figure is the fallback's cost, not the GPU's.  Prints a markdown table, row by row; the ratio is
 ember time / PyTorch time (lower is better) against the issue's bound on it.
+Issue 26's nn rows follow: softmax, LayerNorm and BatchNorm on 8x512x1024 (bandwidth-bound: compare their
+TB/s with the copy row's), conv2d 8x64x56x56 -> 64 3x3 with TF32 off and on for both frameworks.
 At 2048^3 float32 and float16, ember's matmul is timed on cuBLAS and on its own tiled GEMM kernel
 (``EMBER_GPU_GEMM=own``, ember-rocm's GEMM without hipBLAS), each beside PyTorch: the own kernel's
 speed against cuBLAS is the ratio of those two rows' ember figures.
@@ -24,6 +26,7 @@ import argparse
 import functools
 import itertools
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -67,7 +70,7 @@ class Case:
     name: str
     unit: str
     work: float  # seconds -> unit: seconds * work when positive, -work / seconds (a rate) when negative
-    bound: float | None  # issue 25's bound on ember time / PyTorch time
+    bound: float | None  # the issue's bound on ember time / PyTorch time
     shapes: tuple[tuple[int, ...], ...]  # of the random float32 inputs
     dtype: str
     op: Callable[..., Any]  # op(xp, *inputs)
@@ -84,7 +87,8 @@ class Row:
     ember_ran: str  # "native", or "composite" / "fallback" when any part of it did
 
 
-def cases(sizes: list[int], matmul: int) -> list[Case]:
+def cases(sizes: list[int], matmul: int, rows: tuple[int, int, int] | None = None,
+          conv: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> list[Case]:
     out = [Case("a + b, 16 float32 (host time per op)", "us", 1e6, None, ((16,), (16,)), "float32",
                 lambda xp, a, b: a + b)]
     for n in sizes:
@@ -106,7 +110,55 @@ def cases(sizes: list[int], matmul: int) -> list[Case]:
     for dtype, note in (("float32", " (TF32 off)"), ("bfloat16", ""), ("float16", "")):
         out.append(Case(f"matmul {matmul}^3 {dtype}{note}", "TFLOP/s", -2 * matmul**3 / 1e12, 1 / 0.97,
                         ((matmul, matmul), (matmul, matmul)), dtype, lambda xp, a, b: a @ b))
-    return out
+    return out + nn_cases(rows or ROWS, conv or CONV)
+
+
+ROWS = (8, 512, 1024)  # issue 26's normalization shape: bandwidth-bound, within 10 % of the copy's
+CONV = ((8, 64, 56, 56), (64, 64, 3, 3))  # x, weight: 3x3, padding 1
+
+
+def _functional(xp: Any) -> Any:
+    """ember's nn.functional or PyTorch's: the same names and arguments."""
+    if xp is em:
+        return em.nn.functional
+    import torch
+
+    return torch.nn.functional
+
+
+def _conv(tf32: bool, xp: Any, x: Any, w: Any) -> Any:
+    """conv2d at one precision setting on both sides (PyTorch's cuDNN uses TF32 by default)."""
+    import torch
+    from ember_gpu.blas import set_tf32
+
+    torch.backends.cudnn.allow_tf32 = tf32
+    set_tf32(tf32)
+    try:
+        return _functional(xp).conv2d(x, w, padding=1)
+    finally:
+        torch.backends.cudnn.allow_tf32 = True
+        set_tf32(False)
+
+
+def nn_cases(rows: tuple[int, int, int], conv: tuple[tuple[int, ...], tuple[int, ...]]) -> list[Case]:
+    """Issue 26's nn rows: copy (the bandwidth reference), softmax, LayerNorm and BatchNorm (training) on
+    ``rows`` float32, and conv2d of ``conv`` (x, weight) with TF32 off and on (ember: im2col + cuBLAS)."""
+    moved = -2 * 4 * math.prod(rows) / 1e12  # read once, written once
+    x, w = conv
+    flops = -2 * x[0] * w[0] * x[2] * x[3] * math.prod(w[1:]) / 1e12
+    shape, conv_shape = "x".join(map(str, rows)), f"{'x'.join(map(str, x))} -> {w[0]}, {w[2]}x{w[3]}"
+    return [
+        Case(f"copy {shape} float32 (the bandwidth reference)", "TB/s", moved, None, (rows,), "float32",
+             lambda xp, a: xp.asarray(a, copy=True)),
+        Case(f"softmax {shape} float32, last dim", "TB/s", moved, 1.0, (rows,), "float32",
+             lambda xp, a: _functional(xp).softmax(a, -1)),
+        Case(f"LayerNorm({rows[-1]}) {shape} float32", "TB/s", moved, 1.0, (rows,), "float32",
+             lambda xp, a: _functional(xp).layer_norm(a, (rows[-1],))),
+        Case(f"BatchNorm (training) {shape} float32", "TB/s", moved, 1.0, (rows,), "float32",
+             lambda xp, a: _functional(xp).batch_norm(a, None, None, training=True)),
+        *(Case(f"conv2d {conv_shape}, TF32 {'on' if tf32 else 'off'} (ember: its own kernels)", "TFLOP/s", flops,
+               2.0, conv, "float32", functools.partial(_conv, tf32)) for tf32 in (False, True)),
+    ]
 
 
 OWN_GEMM_SIZE = 2048  # (or --matmul-size, when smaller)
@@ -174,7 +226,7 @@ def run(todo: list[Case], ember: Side, torch: Side, rounds: int, header: dict[st
     each), so that what a timeout cuts short still leaves the rows measured before it; a case that
     raises is reported as failed and the next one runs."""
     print(", ".join(f"{k}={v}" for k, v in header.items()), flush=True)
-    print("| case | unit | ember | PyTorch | ember/PyTorch time | issue 25 | ember ran |", flush=True)
+    print("| case | unit | ember | PyTorch | ember/PyTorch time | bound | ember ran |", flush=True)
     print("|---|---|---|---|---|---|---|", flush=True)
     rows: list[Row] = []
     failed: dict[str, str] = {}
@@ -191,7 +243,7 @@ def run(todo: list[Case], ember: Side, torch: Side, rounds: int, header: dict[st
             json_path.write_text(json.dumps(saved, indent=1) + "\n")
     native = [r for r in rows if r.ember_ran == "native"]
     met = sum(r.bound is not None and r.ratio <= r.bound for r in native)
-    print(f"bench_cuda: {len(todo)} cases on {header['gpu']}: {len(native)} native ({met} within issue 25's "
+    print(f"bench_cuda: {len(todo)} cases on {header['gpu']}: {len(native)} native ({met} within their issue's "
           f"bound), {len(rows) - len(native)} through the CPU fallback or composites, {len(failed)} failed")
     return rows
 

@@ -107,7 +107,7 @@ def bench(monkeypatch):
 
 
 def test_bench_cuda_measures_ember_on_the_fake_against_pytorch(fake_cuda, bench, tmp_path, capsys):
-    todo = bench.cases([1 << 12], 16)
+    todo = bench.cases([1 << 12], 16, rows=(2, 4, 8), conv=((1, 2, 5, 5), (3, 2, 3, 3)))
     broken = bench.Case("broken", "us", 1e6, None, ((4,),), "float32", lambda xp, a: 1 / 0)
     header = {"gpu": "NVIDIA Fake H200", "ember_tf32": False}
     rows = bench.run([broken, *todo], bench.ember_side("cuda:0"), bench.torch_side("cpu"), 1, header,
@@ -142,4 +142,6 @@ def test_bench_cuda_turns_tf32_off_and_passes_its_options_on(fake_cuda, bench, m
     assert bench.main(["--sizes", "4K,1M", "--matmul-size", "64", "--rounds", "2", "--json", str(tmp_path / "j")]) == 0
     assert seen["header"]["ember_tf32"] is False and seen["header"]["gpu"] == "NVIDIA Fake H200"
     assert [case.name for case in seen["todo"]][1:9:4] == ["add, 4096 float32", "add, 1M float32"]
-    assert seen["todo"][-1].name == "matmul 64^3 float16" and seen["rounds"] == 2 and seen["json_path"].name == "j"
+    names = [case.name for case in seen["todo"]]
+    assert "matmul 64^3 float16" in names and names[-1].startswith("conv2d 8x64x56x56 -> 64, 3x3, TF32 on")
+    assert seen["rounds"] == 2 and seen["json_path"].name == "j"
