@@ -9,8 +9,9 @@
  *     exact Tensors (or one Python scalar) on one device, one dtype the provider computes in, one
  *     shape, each operand contiguous or one repeated element, a provider that exports a direct C
  *     entry.  Anything else calls the Python forward it wraps;
- *   - TensorBase's number slots (a + b, a * b, -a...), which send calls that may need recording to
- *     the op's Python entry and the rest to its FastOp.
+ *     Given its autograd recording function (record_with), a FastOp is also the op's public
+ *     entry: calls that must be recorded go to that function, the others run as above;
+ *   - TensorBase's number slots (a + b, a * b, -a...), which call their op's FastOp.
  * A plan per (dtypes, device) comes from a Python planner once; clear() drops every plan (plugins
  * or configuration changed) and pause()/resume() bracket preference blocks, during which every
  * call takes the Python path.
@@ -305,6 +306,8 @@ typedef struct {
     int arity;
     PyObject *forward;  /* the Python forward (builders' op): every call the fast case does not take */
     PyObject *planner;  /* planner(x1, x2 or None) -> (entry, code, dtype code, itemsize, out dtype, pool) | None */
+    PyObject *recorded; /* recorded(args, kwargs): the call autograd records (formulas); NULL: a forward only */
+    PyObject *attach;   /* attach(result, args, kwargs): its node for a result computed here; may be NULL */
     PyObject *dict;
     vectorcallfunc vectorcall;
     Plan plans[PLANS];
@@ -493,16 +496,45 @@ fastop_call2(FastOpObject *op, PyObject *a, PyObject *b)
     return b ? PyObject_CallFunctionObjArgs(op->forward, a, b, NULL) : PyObject_CallOneArg(op->forward, a);
 }
 
+static inline int
+records(PyObject *x)
+{
+    return Py_TYPE(x) == tensor_type && ((TensorObject *)x)->requires_grad == Py_True;
+}
+
+/* The op as its public entry: recorded when an operand requires grad and grad mode is on (as
+   formulas' own entry decides), else the forward. */
+static PyObject *
+fastop_entry(FastOpObject *op, PyObject *a, PyObject *b)
+{
+    if (op->recorded && (records(a) || (b && records(b)))) {
+        PyObject *enabled = PyObject_GetAttr(grad_mode, s_enabled);
+        int on = enabled ? PyObject_IsTrue(enabled) : -1;
+        Py_XDECREF(enabled);
+        if (on < 0)
+            return NULL;
+        if (on) {  /* the forward in C when it can (it records nothing itself), then the node */
+            PyObject *result = op->attach ? try_fast(op, a, b) : NULL;
+            PyObject *args = b ? PyTuple_Pack(2, a, b) : PyTuple_Pack(1, a), *kwargs = PyDict_New(), *r = NULL;
+            if (args && kwargs)
+                r = result ? PyObject_CallFunctionObjArgs(op->attach, result, args, kwargs, NULL)
+                           : PyObject_CallFunctionObjArgs(op->recorded, args, kwargs, NULL);
+            Py_XDECREF(result);
+            Py_XDECREF(args);
+            Py_XDECREF(kwargs);
+            return r;
+        }
+    }
+    return fastop_call2(op, a, b);
+}
+
 static PyObject *
 fastop_vectorcall(FastOpObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (kwnames == NULL && nargs == op->arity) {
-        PyObject *r = try_fast(op, args[0], nargs == 2 ? args[1] : NULL);
-        if (r)
-            return r;
-    }
-    return PyObject_Vectorcall(op->forward, args, nargsf, kwnames);
+    if (kwnames == NULL && nargs == op->arity)
+        return fastop_entry(op, args[0], nargs == 2 ? args[1] : NULL);
+    return PyObject_Vectorcall(op->forward, args, nargsf, kwnames);  /* (its TypeError for a bad call) */
 }
 
 static PyObject *
@@ -532,6 +564,8 @@ fastop_traverse(FastOpObject *op, visitproc visit, void *arg)
 {
     Py_VISIT(op->forward);
     Py_VISIT(op->planner);
+    Py_VISIT(op->recorded);
+    Py_VISIT(op->attach);
     Py_VISIT(op->dict);
     return 0;
 }
@@ -541,6 +575,8 @@ fastop_clear(FastOpObject *op)
 {
     Py_CLEAR(op->forward);
     Py_CLEAR(op->planner);
+    Py_CLEAR(op->recorded);
+    Py_CLEAR(op->attach);
     Py_CLEAR(op->dict);
     for (int i = 0; i < PLANS; i++)
         plan_reset(&op->plans[i]);
@@ -591,33 +627,16 @@ static PyTypeObject FastOp = {
 
 enum { SLOT_ADD, SLOT_SUB, SLOT_MUL, SLOT_DIV, SLOT_NEG, SLOT_COUNT };
 static const char *slot_methods[SLOT_COUNT] = {"__add__", "__sub__", "__mul__", "__truediv__", "__neg__"};
-static FastOpObject *slot_forward[SLOT_COUNT];  /* NULL: not bound (the slot answers NotImplemented) */
-static PyObject *slot_entry[SLOT_COUNT];         /* the op's public (recording) entry */
+static FastOpObject *slot_op[SLOT_COUNT];  /* NULL: not bound (the slot answers NotImplemented) */
 
-static inline int
-records(PyObject *x)
-{
-    return Py_TYPE(x) == tensor_type && ((TensorObject *)x)->requires_grad == Py_True;
-}
-
-/* a <op> b, for either operand order: the entry when an operand requires grad, else the forward */
+/* a <op> b, for either operand order (the op's entry takes them in this order either way) */
 static PyObject *
 number_slot(int slot, PyObject *a, PyObject *b)
 {
-    FastOpObject *forward = slot_forward[slot];
-    if (forward == NULL)
+    FastOpObject *op = slot_op[slot];
+    if (op == NULL)
         Py_RETURN_NOTIMPLEMENTED;
-    if (records(a) || (b && records(b))) {  /* then grad mode decides, as the Python entry's own check */
-        PyObject *enabled = PyObject_GetAttr(grad_mode, s_enabled);
-        int on = enabled ? PyObject_IsTrue(enabled) : -1;
-        Py_XDECREF(enabled);
-        if (on < 0)
-            return NULL;
-        if (on)
-            return b ? PyObject_CallFunctionObjArgs(slot_entry[slot], a, b, NULL)
-                     : PyObject_CallOneArg(slot_entry[slot], a);
-    }
-    return fastop_call2(forward, a, b);
+    return fastop_entry(op, a, b);
 }
 
 static PyObject *nb_add(PyObject *a, PyObject *b) { return number_slot(SLOT_ADD, a, b); }
@@ -680,17 +699,27 @@ static PyObject *
 bind_slot(PyObject *module, PyObject *args)
 {
     const char *method;
-    PyObject *forward, *entry;
-    if (!PyArg_ParseTuple(args, "sO!O", &method, &FastOp, &forward, &entry))
+    PyObject *op;
+    if (!PyArg_ParseTuple(args, "sO!", &method, &FastOp, &op))
         return NULL;
     for (int i = 0; i < SLOT_COUNT; i++) {
         if (strcmp(method, slot_methods[i]) == 0) {
-            Py_XSETREF(slot_forward[i], (FastOpObject *)Py_NewRef(forward));
-            Py_XSETREF(slot_entry[i], Py_NewRef(entry));
+            Py_XSETREF(slot_op[i], (FastOpObject *)Py_NewRef(op));
             Py_RETURN_TRUE;
         }
     }
     Py_RETURN_FALSE;
+}
+
+static PyObject *
+record_with(PyObject *module, PyObject *args)
+{
+    PyObject *op, *recorded, *attach;
+    if (!PyArg_ParseTuple(args, "O!OO", &FastOp, &op, &recorded, &attach))
+        return NULL;
+    Py_XSETREF(((FastOpObject *)op)->recorded, Py_NewRef(recorded));
+    Py_XSETREF(((FastOpObject *)op)->attach, attach == Py_None ? NULL : Py_NewRef(attach));
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -769,8 +798,10 @@ static PyMethodDef methods[] = {
      "configure(Tensor, Storage, cdata_type, grad_mode, small_block, blocks_per_size)"},
     {"serve_scalars", serve_scalars, METH_O,
      "serve_scalars(scalar_operand): a Python int or float operand becomes scalar_operand(value, partner)"},
-    {"bind_slot", bind_slot, METH_VARARGS,
-     "bind_slot(method, fast_forward, entry) -> bool: serve a Tensor operator (__add__...) in C"},
+    {"bind_slot", bind_slot, METH_VARARGS, "bind_slot(method, op) -> bool: serve a Tensor operator (__add__...) in C"},
+    {"record_with", record_with, METH_VARARGS,
+     "record_with(op, recorded, attach): op becomes its op's public entry; recorded(args, kwargs) records a "
+     "call, attach(result, args, kwargs) the node of a result computed in C (None: always recorded())"},
     {"make_contiguous", (PyCFunction)(void (*)(void))make_contiguous, METH_FASTCALL,
      "make_contiguous(storage, shape, strides, numel, dtype): Tensor._make_contiguous"},
     {"new_storage", (PyCFunction)(void (*)(void))storage_of, METH_FASTCALL,

@@ -5,9 +5,9 @@ later released, the call into the kernel), not the kernel's.  ``ember_core/_hotp
 ember is installed and optional (without it, or with ``EMBER_HOTPATH=0``, everything below is the
 pure-Python path, which stays the reference), does that work in C for the common case.
 
-What is fast: the forward (nothing recorded) of an elementwise op of the unary or binary family,
-called as ``a + b`` / ``a - b`` / ``a * b`` / ``a / b`` / ``-a`` or as the op itself
-(``ember_core.sin(x)``, and the forward an autograd node runs), when
+What is fast: the forward of an elementwise op of the unary or binary family, called as
+``a + b`` / ``a - b`` / ``a * b`` / ``a / b`` / ``-a`` or as the op itself (``ember_core.sin(x)``,
+and the ops a backward runs), when
   - every operand is an ember Tensor, or one of two is a Python int or float;
   - they are on one device, already in the op's compute dtype, with one shape (or one is 0-d);
   - each is contiguous or one element repeated (a scalar operand);
@@ -17,10 +17,14 @@ The plan for (op, dtypes, device) is the dispatcher's own choice, asked once and
 (dropped whenever plugins or the configuration change); the result's block comes from the
 device's pool of freed small blocks, as ``Storage`` takes it.
 
-What defers: everything else runs the Python forward, unchanged (broadcasting, casts, strided
-views, composites, fallback, errors).  An operator whose operand requires grad calls the op's
-public entry, which records the node and then runs the forward (fast again, with grad mode off).
-A failed kernel status also defers, so the provider's Python kernel reports the error.
+The compiled op is the op's public entry (``ember_core.ops.ENTRIES``, the Tensor operators), so
+such a call runs no Python frame at all.  When autograd records the call (an operand requires
+grad, grad mode on), the result is computed the same way and only the node is made in Python
+(``attach`` in ember_core.autograd.formulas).
+
+What defers: everything else runs the Python path, unchanged (broadcasting, casts, strided views,
+composites, fallback, errors; for a recorded call, formulas' ``recorded``).  A failed kernel
+status also defers, so the provider's Python kernel reports the error.
 
 How a backend opts in: its kernel for a unary or binary op carries ``direct_entry = (address,
 code)``: the address of a C function with the signature ``ember_unary_flat_fn`` or
@@ -110,12 +114,23 @@ def _planner(planned: Callable[..., tuple[Any, ...]], arity: int) -> Callable[[A
     return planner
 
 
-def serves(method: str, forward: Any, entry: Callable[..., Any]) -> bool:
+def entry(fn: Callable[..., Any]) -> Any:
+    """An op's public entry: its compiled forward itself when ``fn`` is formulas' one- or
+    two-operand entry over it (which carries ``recorded``, the call that records), so that a call
+    runs no Python frame unless autograd records it; else ``fn``.  A recorded call whose forward
+    the C path computes only runs ``recorded.attach`` (the node), when formulas provides it."""
+    forward, recorded = getattr(fn, "__wrapped__", None), getattr(fn, "recorded", None)
+    if recorded is None or native is None or not isinstance(forward, native.FastOp):
+        return fn
+    native.record_with(forward, recorded, getattr(recorded, "attach", None))
+    return forward
+
+
+def serves(method: str, entry: Any) -> bool:
     """True when the compiled Tensor type serves this operator itself (so no Python method is
-    bound for it): ``forward`` must be a compiled op, ``entry`` its public (recording) entry."""
+    bound for it): ``entry`` must be a compiled op."""
     slot = _SLOTS.get(method)
-    return slot is not None and native is not None and isinstance(forward, native.FastOp) and \
-        native.bind_slot(slot, forward, entry)
+    return slot is not None and isinstance(entry, getattr(native, "FastOp", ())) and native.bind_slot(slot, entry)
 
 
 def clear() -> None:

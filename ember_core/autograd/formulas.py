@@ -650,6 +650,10 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
                 result = forward(*args, **kwargs)
             finally:
                 MODE.enabled = True
+            return attach(result, args, kwargs)
+
+        def attach(result: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            """The node for a result the forward computed (ember_core.hotpath computes some in C)."""
             if result.__class__ is not Tensor or result._dtype not in _INEXACT:
                 return result
             for a in args:
@@ -678,6 +682,8 @@ def differentiable(schema: OpSchema, forward: Callable[..., Any], composite: Cal
                 if is_view and result._base is not None:  # see graph.edge_of: in-place writes make views stale
                     meta_of(result).view_version = result._storage.version
             return result
+
+        recorded.attach = attach  # type: ignore[attr-defined]
     elif composite is not None:
         # an op of the composite family is its composite behind the checks of its arguments: run
         # those too (mean(x, keepdims="yes") must be mean's TypeError, not sum's); any other op
@@ -708,6 +714,7 @@ def _entry(schema: OpSchema, forward: Callable[..., Any], recorded: Callable[...
                     return recorded((x,), {})
                 return forward(x)
 
+            unary.recorded = recorded  # type: ignore[attr-defined]  (ember_core.hotpath makes this entry C)
             return unary
         if len(params) == 2:
             def binary(x1: Any, x2: Any, /) -> Any:
@@ -716,6 +723,7 @@ def _entry(schema: OpSchema, forward: Callable[..., Any], recorded: Callable[...
                     return recorded((x1, x2), {})
                 return forward(x1, x2)
 
+            binary.recorded = recorded  # type: ignore[attr-defined]  (ember_core.hotpath makes this entry C)
             return binary
 
     def op(*args: Any, **kwargs: Any) -> Any:

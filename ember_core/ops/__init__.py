@@ -70,7 +70,8 @@ def _install(schema: OpSchema) -> Callable[..., Any]:
         raise RegistryError(f"{schema.file}: op {schema.name!r}: unknown family {schema.family!r}; known: "
                             f"{', '.join(sorted(BUILDERS))}") from None
     composite = _composite_for(schema)
-    fn = differentiable(schema, hotpath.fast(builder(schema, composite), schema.family, schema.name), composite)
+    fn = hotpath.entry(differentiable(schema, hotpath.fast(builder(schema, composite), schema.family, schema.name),
+                                      composite))
     fn.__name__ = schema.name.rsplit(".", 1)[-1]
     fn.__qualname__ = schema.name
     fn.__doc__ = f"{schema.name}{schema.signature_text}\n\n{schema.doc}".strip()
@@ -98,9 +99,8 @@ def names() -> list[str]:
 def _bind_methods(schema: OpSchema, fn: Callable[..., Any]) -> None:
     from ember_core.tensor import Tensor
 
-    forward = getattr(fn, "__wrapped__", fn)
     for method in schema.methods:
-        if hotpath.serves(method, forward, fn):
+        if hotpath.serves(method, fn):
             continue  # the compiled Tensor type's own operator
         if method in _REFLECTED:
             setattr(Tensor, method, _reflected(fn))
