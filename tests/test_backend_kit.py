@@ -224,3 +224,17 @@ def test_a_manifest_declares_determinism_per_claimed_op(tmp_path):
         manifest.write_text(f'[kernels.acme]\nadd = ["float32"]\n\n[deterministic.acme]\n{wrong}\n')
         with pytest.raises(em.PluginError, match=r"\[deterministic.acme\] .* true or false for an op claimed"):
             load_manifest(manifest, "ember-acme")
+
+
+def test_an_isolated_build_finds_ember_h_without_importing_ember():
+    """What docs/writing-a-backend.md tells a plugin's build script: importlib's find_spec locates the
+    installed headers, and neither ember nor numpy is imported for it."""
+    import subprocess
+    import sys
+
+    code = ("import importlib.util, pathlib, sys; "
+            "include = pathlib.Path(importlib.util.find_spec('ember_core').submodule_search_locations[0], 'include'); "
+            "print((include / 'ember.h').is_file(), (include / 'ember_kit.h').is_file(), "
+            "'numpy' in sys.modules, 'ember_core' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "True", "False", "False"]
