@@ -301,6 +301,16 @@ def _traced(kernel: Callable[..., Any], log: Trace, op: str, device_type: str, d
             log.record(op, device_type, dtype, provider, how)
         return result
 
+    grouped = getattr(kernel, "grouped", None)  # an update kernel's whole-group form (optim.toml)
+    if grouped is not None:
+        def counted_group(*lists: Any, **kwargs: Any) -> Any:
+            result = grouped(*lists, **kwargs)
+            if result is not NotImplemented:  # counted per parameter, as the per-parameter calls would be
+                for _ in lists[0]:
+                    log.record(op, device_type, dtype, provider, how)
+            return result
+
+        counted.grouped = counted_group  # type: ignore[attr-defined]
     return counted
 
 

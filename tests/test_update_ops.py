@@ -193,3 +193,23 @@ def test_a_bad_list_entry_fails_the_call_before_anything_is_written(name):
         update.op(*([g] for g in good[:-1]), [good[-1], good[-1]], **update.hyper)
     with pytest.raises(TypeError, match="all lists of one length"):
         update.op([good[0]], *good[1:], **update.hyper)
+
+
+def test_a_traced_update_kernel_keeps_its_grouped_form():
+    """Under trace_dispatch a kernel's whole-group form still runs (one call for the group), and the
+    trace counts it per parameter, as the per-parameter calls would count."""
+    from ember_core.dispatch import Trace, _traced
+
+    calls = []
+
+    def kernel(*args, **attrs):
+        calls.append("one")
+
+    def grouped(params, grads, **attrs):
+        calls.append(len(params))
+
+    kernel.grouped = grouped
+    log = Trace()
+    traced = _traced(kernel, log, "sgd_step", "toy", em.float32, "toy", "native")
+    traced.grouped([1, 2, 3], [4, 5, 6], lr=0.1)
+    assert calls == [3] and log.counts == {("sgd_step", "toy", "float32", "toy", "native"): 3}
