@@ -8,6 +8,10 @@ Each op's own kernels ran (the fake's launch log) and nothing went through the C
 On a GPU the same checks run on the real device (cuBLAS, the nvcc-built kernels), and the benchmark's
 shape (8 x 64 x 56 x 56 -> 64, 3x3) in float32 and float16.
 
+The bias and relu of conv2d's and linear's GEMM path are the GEMM's epilogue: on ember's own GEMM
+(EMBER_GPU_GEMM=own) the launch log holds eg_gemm and no pass of its own for them; on the BLAS only
+the bias fill before the GEMM (which accumulates onto it) and relu after.
+
 The bound for a sum of K products: (2 eps(dtype) + K eps(float32 or float64)) * S, S the same sum over
 absolute values (plus |bias|): the GEMM and the kernels accumulate in float32 for float16 / bfloat16
 and round the product, then the biased value, once each."""
@@ -26,7 +30,7 @@ import ember_core as em
 from ember_core import dispatch, dtypes
 
 ember_cuda = pytest.importorskip("ember_cuda")
-from ember_gpu import ops, ops_conv  # noqa: E402
+from ember_gpu import blas, ops, ops_conv  # noqa: E402
 
 CLAIMED = ops.claimed(ops.OpLayer(ops.kernel_index(ops.package_kernels("ember_cuda"))).table())
 EPSILON = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
@@ -119,6 +123,28 @@ def _clear(fake: Any) -> None:
         fake.launches.clear()
 
 
+@pytest.fixture(params=["auto", "own"], ids=["blas", "own-gemm"])
+def gemm_path(request: pytest.FixtureRequest) -> Any:
+    """The GEMM the test runs on: the (fake) BLAS, or ember's own kernel; restored afterwards."""
+    before = blas.gemm_choice()
+    blas.set_gemm(request.param)
+    yield request.param
+    blas.set_gemm(before)
+
+
+def _check_fused(fake: Any, dtype: str, bias: bool, relu: bool, what: str) -> None:
+    """The GEMM's epilogue ran as fused as its path allows: on ember's own GEMM no pass but its kernel,
+    on the BLAS the bias fill (eg_copy) before it and relu after, each only when asked; never a
+    separate bias / relu store over the output."""
+    own = blas.gemm_choice() == "own"
+    passes = {f"eg_copy_{dtype}_to_{dtype}": bias and not own, f"eg_unary_relu_{dtype}": relu and not own}
+    for prefix, expected in passes.items():
+        assert any(launch.kernel.startswith(prefix) for launch in fake.launches) == expected, f"{what}: {prefix}"
+    gemm = f"eg_gemm_epilogue_{dtype}" if bias or relu else f"eg_gemm_{dtype}"
+    assert _ran(fake, gemm) == own, what
+    assert not _ran(fake, f"eg_conv_epilogue_{dtype}"), what
+
+
 def _composite_close(got: em.Tensor, want: em.Tensor, terms: int, scale: np.ndarray, what: str) -> None:
     """got within twice the bound of ember-cpu's composite in the same dtype (both are within it of the truth)."""
     _within(got, _f64(want), 2 * scale, terms, f"{what} (against ember-cpu)")
@@ -134,7 +160,8 @@ def _check_conv2d(fake: Any | None, c: Conv, dtype: str, rng: np.random.Generato
                   None if b is None else b.to_device("cuda:0"), **kw)
     if fake is not None:
         assert c.kernel is None or _ran(fake, f"eg_conv_{c.kernel}_{dtype}"), f"{what}: its kernel did not run"
-        assert _ran(fake, f"eg_conv_epilogue_{dtype}") == (c.kernel != "direct" and (bias or relu)), what
+        if c.kernel != "direct":
+            _check_fused(fake, dtype, bias, relu, what)
     want, scale = _reference("conv2d", [x, w, b], **kw)
     terms = math.prod(c.w_shape[1:])
     _within(got, want, scale, terms, what)
@@ -143,7 +170,7 @@ def _check_conv2d(fake: Any | None, c: Conv, dtype: str, rng: np.random.Generato
 
 @pytest.mark.no_device
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.x_shape}-{c.w_shape}-g{c.groups}")
-def test_conv2d_matches_the_reference(no_claimed_op_falls_back: Any, case: Conv) -> None:
+def test_conv2d_matches_the_reference(no_claimed_op_falls_back: Any, gemm_path: str, case: Conv) -> None:
     rng = np.random.default_rng(1)
     for dtype in _claimed("conv2d"):
         for bias, relu in ((True, True), (False, False), (True, False)):
@@ -226,7 +253,7 @@ def test_a_batch_past_the_column_bound_runs_in_chunks(no_claimed_op_falls_back: 
 @pytest.mark.no_device
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("relu", [True, False])
-def test_linear_matches_the_reference(no_claimed_op_falls_back: Any, bias: bool, relu: bool) -> None:
+def test_linear_matches_the_reference(no_claimed_op_falls_back: Any, gemm_path: str, bias: bool, relu: bool) -> None:
     rng = np.random.default_rng(5)
     fake = no_claimed_op_falls_back
     for dtype in _claimed("linear"):
@@ -238,7 +265,11 @@ def test_linear_matches_the_reference(no_claimed_op_falls_back: Any, bias: bool,
             what = f"linear {dtype} {x_shape} -> {features} bias={bias} relu={relu}"
             got = _native("linear", what, em.linear, x.to_device("cuda:0"), w.to_device("cuda:0"),
                           None if b is None else b.to_device("cuda:0"), **kw)
-            assert _ran(fake, f"eg_conv_epilogue_{dtype}") == (bias or relu), what
+            if x_shape[-1]:  # (k 0: no GEMM, the bias filled in and relu, on either path)
+                _check_fused(fake, dtype, bias, relu, what)
+                kinds = {launch.kernel for launch in fake.launches}
+                assert all(kind.startswith((f"eg_copy_{dtype}", f"eg_unary_relu_{dtype}", "eg_gemm_"))
+                           for kind in kinds), f"{what}: {kinds}"
             want, scale = _reference("linear", [x, w, b], **kw)
             _within(got, want, scale, x_shape[-1], what)
             _composite_close(got, em.linear(x, w, b, **kw), x_shape[-1], scale, what)
@@ -263,8 +294,9 @@ def test_autograd_through_conv2d_and_linear_runs_the_native_kernels(no_claimed_o
         em.sum(y * y).backward()
         grads[device] = {k: _f64(t.grad) for k, t in leaves.items()}
         if device != "cpu":
-            for kernel in ("im2col", "col2im", "epilogue"):
+            for kernel in ("im2col", "col2im"):
                 assert _ran(fake, f"eg_conv_{kernel}_float32"), f"backward did not run eg_conv_{kernel}"
+            assert not _ran(fake, "eg_conv_epilogue_float32"), "the bias and relu ran as a pass of their own"
     for k in values:
         np.testing.assert_allclose(grads["cuda:0"][k], grads["cpu"][k], rtol=1e-4, atol=1e-4, err_msg=k)
 

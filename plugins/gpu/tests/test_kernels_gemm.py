@@ -8,7 +8,10 @@ dimensions, broadcast batches, batch dims that do not coalesce), exact on small 
 Tolerance: the error bound of a fused multiply-add chain of k steps in the accumulation type u (float32
 for float16 / bfloat16 / float32 / complex64, float64 otherwise), ``(k + 2) * u * (|alpha| |a| @ |b| +
 |beta| |c|)``, plus one rounding to c's dtype: a half type accumulated in itself fails it.  And what
-the bound cannot show: the bits do not depend on the grid, beta 0 never reads c, k 0 writes beta c."""
+the bound cannot show: the bits do not depend on the grid, beta 0 never reads c, k 0 writes beta c.
+The store's epilogue (bias per column or per strided row, relu) against the same reference with |bias|
+in the bound, the bias added before the one rounding (a float16 case where rounding twice differs),
+relu keeping NaN and -0; and through blas.Blas.matmul it needs no pass of the op layer's."""
 
 from __future__ import annotations
 
@@ -43,7 +46,8 @@ def test_the_kernels_are_every_floating_dtype_of_matmul() -> None:
 
     floating = {d.name for d in REGISTRY["matmul"].dtypes if d.name.startswith(("float", "bfloat", "complex"))}
     assert set(DTYPES) == floating
-    assert gen_gemm.sources()["gemm"].kernels == [f"eg_gemm_{d}" for d in DTYPES]
+    assert gen_gemm.sources()["gemm"].kernels == [name for d in DTYPES for name in (f"eg_gemm_{d}",
+                                                                                    f"eg_gemm_epilogue_{d}")]
     for tile in gen_gemm.TILES.values():  # one micro-tile per thread of an EG_BLOCK block
         assert (tile.bm // tile.tm) * (tile.bn // tile.tn) == BLOCK
 
@@ -89,8 +93,10 @@ def operand(rng: np.random.Generator, dtype: str, shape: tuple[int, int, int], l
 
 
 def gemm(host: HostKernels, dtype: str, c: np.ndarray, a: np.ndarray, b: np.ndarray, alpha: complex = 1.0,
-         beta: complex = 0.0, grid: int = 3) -> None:
-    """c = alpha * a @ b + beta * c on the host kernel, every operand where its view lies."""
+         beta: complex = 0.0, grid: int = 3, bias: np.ndarray | None = None, relu: bool = False,
+         kernel: str | None = None) -> None:
+    """c = alpha * a @ b + beta * c (+ bias, a view with c's shape; then relu) on the host kernel (by
+    default the one with the epilogue when it is asked for), every operand where its view lies."""
     if not dtype.startswith("complex"):  # (a real dtype's scalars are real)
         alpha, beta = complex(alpha).real, complex(beta).real
     args = host.ffi.new("eg_gemm_args *")
@@ -100,16 +106,25 @@ def gemm(host: HostKernels, dtype: str, c: np.ndarray, a: np.ndarray, b: np.ndar
         getattr(args, f"{name}_strides")[0:3] = [s // x.itemsize for s in x.strides]
     args.alpha[0:2] = [complex(alpha).real, complex(alpha).imag]
     args.beta[0:2] = [complex(beta).real, complex(beta).imag]
-    host.launch(f"eg_gemm_{dtype}", args, grid, BLOCK)
+    if bias is not None:
+        args.bias = host.pointer(bias)
+        args.bias_strides[0:3] = [s // bias.itemsize for s in bias.strides]
+    args.relu = int(relu)
+    if kernel is None:
+        kernel = f"eg_gemm_epilogue_{dtype}" if bias is not None or relu else f"eg_gemm_{dtype}"
+    host.launch(kernel, args, grid, BLOCK)
 
 
 def check(dtype: str, got: np.ndarray, a: np.ndarray, b: np.ndarray, c_before: np.ndarray, alpha: complex,
-          beta: complex) -> None:
+          beta: complex, bias: np.ndarray | None = None, relu: bool = False) -> None:
     wa, wb, wc = _wide(a, dtype), _wide(b, dtype), _wide(c_before, dtype)
     if not dtype.startswith("complex"):
         alpha, beta = complex(alpha).real, complex(beta).real
-    want = alpha * (wa @ wb) + (beta * wc if beta else 0)
-    size = abs(alpha) * (np.abs(wa) @ np.abs(wb)) + abs(beta) * np.abs(wc)
+    wbias = 0 if bias is None else _wide(bias, dtype)
+    want = alpha * (wa @ wb) + (beta * wc if beta else 0) + wbias
+    if relu:  # (1-Lipschitz: the bound below still holds)
+        want = np.maximum(want, 0)
+    size = abs(alpha) * (np.abs(wa) @ np.abs(wb)) + abs(beta) * np.abs(wc) + np.abs(wbias)
     k = a.shape[2]
     bound = (k + 2) * ACCUMULATION_EPS[dtype] * size * (2 if dtype.startswith("complex") else 1) \
         + STORAGE_EPS[dtype] * np.abs(want) + 1e-300
@@ -265,3 +280,103 @@ def test_batch_dims_that_do_not_coalesce_run_once_per_outer_entry(own) -> None:
                        _operand(fake, device, view_b, other, dt.float32)) is not NotImplemented
     np.testing.assert_array_equal(_read(fake, out), view_a @ view_b)
     assert len(fake.launches) == 2
+
+
+# ---- the epilogue in the store ------------------------------------------------------------------------
+
+REAL = [d for d in DTYPES if not d.startswith("complex")]
+
+
+def bias_view(rng: np.random.Generator, dtype: str, shape: tuple[int, int, int], axis: str) -> np.ndarray:
+    """A bias with c's shape: one value per column (linear's features), or per row read at stride 2
+    (conv2d's output channels), broadcast over the rest by stride 0."""
+    _, rows, cols = shape
+    if axis == "column":
+        return np.broadcast_to(_store(rng.standard_normal(cols), dtype), shape)
+    per_row = _store(rng.standard_normal(2 * rows), dtype)[::2]
+    return np.broadcast_to(per_row[:, None], shape)
+
+
+@settings(max_examples=16, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(dtype=st.sampled_from(REAL), m=SIZES, n=SIZES, k=st.integers(1, 24), batch=st.integers(1, 2),
+       axis=st.sampled_from(["column", "row"]), relu=st.booleans(), beta=st.sampled_from([0.0, 1.0]),
+       seed=st.integers(0, 2**16))
+@example(dtype="float32", m=129, n=65, k=9, batch=2, axis="row", relu=True, beta=0.0, seed=2)
+def test_the_store_adds_the_bias_and_applies_relu(host, dtype, m, n, k, batch, axis, relu, beta, seed) -> None:
+    rng = np.random.default_rng(seed)
+    a = operand(rng, dtype, (batch, m, k), "row")
+    b = operand(rng, dtype, (batch, k, n), "column")
+    c = operand(rng, dtype, (batch, m, n), "row")
+    bias = bias_view(rng, dtype, (batch, m, n), axis)
+    before = c.copy()
+    gemm(host, dtype, c, a, b, beta=beta, bias=bias, relu=relu)
+    check(dtype, c, a, b, before, 1.0, beta, bias, relu)
+    if relu:
+        assert (_wide(c, dtype) >= 0).all()
+
+
+def test_the_bias_is_added_before_the_one_rounding(host) -> None:
+    """float16: a @ b = 1 + 2**-13 exactly in float32; with the bias -14 * 2**-13 the sum rounds to
+    float16 once, not twice (rounding the product first gives a different float16)."""
+    a = np.array([[[1.0, 1.0]]], np.float16)
+    b = np.array([[[1.0], [2.0**-13]]], np.float16)
+    bias = np.array([[[-14 * 2.0**-13]]], np.float16)
+    c = np.zeros((1, 1, 1), np.float16)
+    gemm(host, "float16", c, a, b, bias=bias, grid=1)
+    once = np.float16(np.float32(1 + 2.0**-13) + np.float32(bias[0, 0, 0]))
+    twice = np.float16(np.float32(np.float16(np.float32(1 + 2.0**-13))) + np.float32(bias[0, 0, 0]))
+    assert once != twice
+    assert c[0, 0, 0] == once
+
+
+@pytest.mark.parametrize("dtype", REAL)
+def test_relu_keeps_nan_and_negative_zero(host, dtype) -> None:
+    """alpha -1 over zeros stores -0, which relu keeps (maximum(v, 0) as the composite); NaN stays NaN."""
+    a = _store(np.array([[[0.0], [np.nan], [-1.0]]]), dtype)
+    b = _store(np.array([[[1.0, 2.0]]]), dtype)
+    c = _store(np.full((1, 3, 2), 7.0), dtype)
+    gemm(host, dtype, c, a, b, alpha=-1.0, relu=True, grid=1)
+    got = _wide(c, dtype)
+    assert (got[0, 0] == 0).all() and np.signbit(got[0, 0]).all()
+    assert np.isnan(got[0, 1]).all()
+    assert (got[0, 2] == [1.0, 2.0]).all()
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_blas_runs_the_epilogue_in_the_own_kernels_store(own, relu) -> None:
+    """Blas.matmul with an epilogue on the own kernel: the bias (per column, broadcast over a batch
+    dim that does not coalesce) and relu come out of eg_gemm alone; the op layer's passes never run."""
+    from ember_gpu import blas
+
+    gemm, fake, device = own
+    rng = np.random.default_rng(8)
+    grid, other = _values(rng, 2 * 4 * 6, dt.float32), _values(rng, 2 * 3 * 12, dt.float32)
+    view_a = grid.reshape(2, 4, 2, 3)[:, :3]
+    view_b = other.reshape(2, 3, 3, 4)
+    base_bias = _values(rng, 4, dt.float32)
+    view_bias = np.broadcast_to(base_bias, (2, 3, 2, 4))
+    out = _out(device, (2, 3, 2, 4), dt.float32)
+
+    def no_pass(*_: object) -> None:
+        raise AssertionError("the own kernel's epilogue needs no pass")
+
+    epilogue = blas.Epilogue(_operand(fake, device, view_bias, base_bias, dt.float32), relu, no_pass, no_pass)
+    fake.launches.clear()
+    assert gemm.matmul(out, _operand(fake, device, view_a, grid, dt.float32),
+                       _operand(fake, device, view_b, other, dt.float32), epilogue) is not NotImplemented
+    want = view_a @ view_b + view_bias
+    np.testing.assert_array_equal(_read(fake, out), np.maximum(want, 0) if relu else want)
+    assert {launch.kernel for launch in fake.launches} == {"eg_gemm_epilogue_float32"}
+
+
+def test_the_plain_kernel_ignores_the_epilogue_fields(host) -> None:
+    """eg_gemm_<dtype> stores a @ b whatever bias and relu say: only eg_gemm_epilogue_<dtype> reads them
+    (a kernel of its own, so that a plain GEMM keeps its registers)."""
+    rng = np.random.default_rng(9)
+    a, b = operand(rng, "float32", (1, 5, 3), "row"), operand(rng, "float32", (1, 3, 4), "row")
+    c = np.zeros((1, 5, 4), np.float32)
+    bias = np.broadcast_to(np.float32(100.0), c.shape)
+    gemm(host, "float32", c, a, b, bias=bias, relu=True, kernel="eg_gemm_float32")
+    check("float32", c, a, b, c, 1.0, 0.0)
+    assert (c < 0).any()  # (relu not applied either)

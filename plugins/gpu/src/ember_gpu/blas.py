@@ -14,6 +14,12 @@ loads: how it is measured against cuBLAS) or ``vendor`` (the BLAS or an error). 
 says which serves, in words; the GPU plugin reports it as the device property ``"gemm"``, which
 ``ember doctor`` prints.  The own kernel computes float32 in float32 whatever the TF32 switch says.
 
+A GEMM may carry an epilogue (``Epilogue``: + bias, then relu; linear's and conv2d's).  The own kernel
+applies it in its store, no pass of its own.  On the library the bias is folded into the store too:
+out is first filled with the broadcast bias (one write-only pass) and the GEMM accumulates onto it
+(beta = 1), so bias and product are added in the compute type and rounded once; relu, when asked, is
+the one pass left.  Which of the two ran is ``Blas.matmul``'s choice alone.
+
 One library handle per device and thread (a handle must not be used by two threads at once),
 created lazily in the device's context and bound to the device's one stream, so a GEMM is ordered
 with every other op of the device.  The handles of a device share one workspace that ember
@@ -282,7 +288,21 @@ class Gemm:
     ldc: int
     stride_c: int
     batch: int
-    offsets: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
+    offsets: tuple[tuple[int, int, int, int], ...] = ((0, 0, 0, 0),)  # and the bias's (0: none)
+    bias_strides: tuple[int, int, int] = (0, 0, 0)  # the bias's batch, row and column strides in out's terms
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What the store of ``out = a @ b`` adds: ``bias`` (a view with out's shape, stride 0 where it
+    broadcasts; None: no bias), then relu (maximum(v, 0), NaN and -0 kept; real dtypes).  ``fill``
+    (out, bias: write the broadcast bias into out) and ``rectify`` (out: relu in place) are the op
+    layer's passes that the library path needs; the own kernel needs neither."""
+
+    bias: Any
+    relu: bool
+    fill: Callable[[Any, Any], None]
+    rectify: Callable[[Any], None]
 
 
 def _column_major(rows: int, cols: int, row_stride: int, col_stride: int) -> tuple[str, int] | None:
@@ -306,30 +326,33 @@ _PLANS_KEPT = 4096  # layouts whose plans a Blas keeps (forgotten all at once wh
 _UNPLANNED = object()
 
 
-def plan_gemm(out: Any, a: Any, b: Any) -> Gemm | None:
-    """The library calls for ``out (..., M, N) = a (..., M, K) @ b (..., K, N)``: one strided-batched
-    call over the batch dims that coalesce, one per entry of the outer ones; None when an operand has
-    no unit stride in its last two dims, or more than MAX_CALLS calls would be needed."""
+def plan_gemm(out: Any, a: Any, b: Any, bias: Any = None) -> Gemm | None:
+    """The library calls for ``out (..., M, N) = a (..., M, K) @ b (..., K, N)`` (+ bias, a view with
+    out's shape): one strided-batched call over the batch dims that coalesce, one per entry of the
+    outer ones; None when an operand has no unit stride in its last two dims, or more than MAX_CALLS
+    calls would be needed."""
     m, n, k = out.shape[-2], out.shape[-1], a.shape[-1]
     c_layout = _column_major(m, n, *out.strides[-2:])
     a_layout = _column_major(m, k, *a.strides[-2:])
     b_layout = _column_major(k, n, *b.strides[-2:])
     if c_layout is None or c_layout[0] != "n" or a_layout is None or b_layout is None:
         return None
-    batch_shape, batch_strides = coalesce(out.shape[:-2], out.strides[:-2], a.strides[:-2], b.strides[:-2])
+    bias_strides = (0,) * len(out.shape) if bias is None else bias.strides
+    batch_shape, batch_strides = coalesce(out.shape[:-2], out.strides[:-2], a.strides[:-2], b.strides[:-2],
+                                          bias_strides[:-2])
     if not batch_shape:
-        batch_shape, batch_strides = [1], [[0], [0], [0]]
+        batch_shape, batch_strides = [1], [[0], [0], [0], [0]]
     outer = batch_shape[:-1]
     if math.prod(outer) > MAX_CALLS:
         return None
-    stride_c, stride_a, stride_b = (st[-1] for st in batch_strides)
+    stride_c, stride_a, stride_b, stride_bias = (st[-1] for st in batch_strides)
     if stride_c < 0 or stride_a < 0 or stride_b < 0:
         return None
     offsets = tuple(tuple(sum(i * step for i, step in zip(at, st)) for st in batch_strides)
                     for at in itertools.product(*map(range, outer)))
     return Gemm(trans_a=b_layout[0], trans_b=a_layout[0], m=n, n=m, k=k, lda=b_layout[1], stride_a=stride_b,
                 ldb=a_layout[1], stride_b=stride_a, ldc=c_layout[1], stride_c=stride_c, batch=batch_shape[-1],
-                offsets=offsets)
+                offsets=offsets, bias_strides=(stride_bias, *bias_strides[-2:]))
 
 
 # ---- handles and the kernel ------------------------------------------------------------------------
@@ -368,18 +391,21 @@ class Handle:
 
 
 class OwnGemm:
-    """ember's tiled GEMM kernels (csrc/eg_gemm.h) of a build, by its kernel index (kernel -> image).  A
-    planned GEMM (the library's column-major ``C = op(A) op(B)``, A being ember's b) runs as ember's
-    row-major ``out = a @ b``, so the kernel's stores run along out's rows."""
+    """ember's tiled GEMM kernels (csrc/eg_gemm.h) of a build, by its kernel index (kernel -> image):
+    eg_gemm_<dtype>, and eg_gemm_epilogue_<dtype> for a GEMM with a bias or relu.  A planned GEMM (the
+    library's column-major ``C = op(A) op(B)``, A being ember's b) runs as ember's row-major
+    ``out = a @ b``, so the kernel's stores run along out's rows."""
 
     def __init__(self, index: Mapping[str, str]) -> None:
         self.index = index
-        self.dtypes = frozenset(name.removeprefix("eg_gemm_") for name in index if name.startswith("eg_gemm_"))
+        self.dtypes = frozenset(dtype for dtype in DTYPES if f"eg_gemm_{dtype}" in index)
         self._kernels: dict[tuple[int, str], Kernel] = {}
 
-    def run(self, device: Any, gemm: Gemm, dtype: Any, c: int, a: int, b: int) -> None:
-        """Queue ``gemm`` for operands of ``dtype`` at device addresses c (out), a and b (ember's)."""
-        name = f"eg_gemm_{dtype.name}"
+    def run(self, device: Any, gemm: Gemm, dtype: Any, c: int, a: int, b: int, bias: int = 0,
+            relu: bool = False) -> None:
+        """Queue ``gemm`` for operands of ``dtype`` at device addresses c (out), a and b (ember's), with
+        the epilogue in the store: + the bias at device address ``bias`` (0: none), then relu."""
+        name = f"eg_gemm_epilogue_{dtype.name}" if bias or relu else f"eg_gemm_{dtype.name}"
         kernel = self._kernels.get((device.index, name))
         if kernel is None or kernel.device is not device:
             kernel = self._kernels[device.index, name] = Kernel(device, self.index[name], name, abi.ffi,
@@ -387,13 +413,14 @@ class OwnGemm:
         tile = gen_gemm.TILES[dtype.name]
         tiles = -(-gemm.n // tile.bm) * -(-gemm.m // tile.bn) * gemm.batch
         size = dtype.itemsize
-        for at_c, at_a, at_b in gemm.offsets:
+        for at_c, at_a, at_b, at_bias in gemm.offsets:
             kernel((device.blocks_for(tiles, 1), 1, 1), (abi.BLOCK, 1, 1), {
                 "c": c + at_c * size, "a": a + at_a * size, "b": b + at_b * size, "batch": gemm.batch,
                 "m": gemm.n, "n": gemm.m, "k": gemm.k, "alpha": [1.0, 0.0], "beta": [0.0, 0.0],
                 "a_strides": [gemm.stride_b, *_rows_columns(gemm.trans_b, gemm.ldb)],
                 "b_strides": [gemm.stride_a, *_rows_columns(gemm.trans_a, gemm.lda)],
-                "c_strides": [gemm.stride_c, gemm.ldc, 1]})
+                "c_strides": [gemm.stride_c, gemm.ldc, 1], "bias": bias and bias + at_bias * size,
+                "bias_strides": list(gemm.bias_strides), "relu": int(relu)})
 
 
 def _rows_columns(op: str, ld: int) -> tuple[int, int]:
@@ -478,38 +505,51 @@ class Blas:
                                                                                       .workspace_bytes))
             return found[1]
 
-    def matmul(self, out: Any, a: Any, b: Any) -> Any:
+    def matmul(self, out: Any, a: Any, b: Any, epilogue: Epilogue | None = None) -> Any:
         """``out (..., M, N) = a (..., M, K) @ b (..., K, N)`` (batch dims equal, stride 0 where the
-        core broadcast them) as strided-batched GEMMs: one, or one per entry of the batch dims that do
-        not coalesce (up to MAX_CALLS); NotImplemented for other layouts."""
+        core broadcast them), then the epilogue, as strided-batched GEMMs: one, or one per entry of the
+        batch dims that do not coalesce (up to MAX_CALLS); NotImplemented for other layouts."""
         device = self.runtime.device(out.device.index)
         if 0 in out.shape:
             return None
-        if a.shape[-1] == 0:  # an empty sum: zeros (not left to the library's k = 0 corner)
-            if not out.is_contiguous:
+        if epilogue is not None and epilogue.relu and out.dtype.kind == "c":
+            raise KernelError(f"{self._package()}: a GEMM's relu epilogue is for real dtypes, not {out.dtype.name}")
+        bias = None if epilogue is None else epilogue.bias
+        if a.shape[-1] == 0:  # an empty sum: zeros or the bias (not left to the library's k = 0 corner)
+            if bias is not None:
+                epilogue.fill(out, bias)
+            elif out.is_contiguous:
+                device.call("memset_d8_async", _address(device, out), 0, _nbytes(out), device.stream)
+            else:
                 return NotImplemented
-            device.call("memset_d8_async", _address(device, out), 0, _nbytes(out), device.stream)
+            if epilogue is not None and epilogue.relu:
+                epilogue.rectify(out)
             return None
-        key = (out.shape, a.shape[-1], out.strides, a.strides, b.strides)
+        key = (out.shape, a.shape[-1], out.strides, a.strides, b.strides, None if bias is None else bias.strides)
         gemm = self._plans.get(key, _UNPLANNED)
         if gemm is _UNPLANNED:
             if len(self._plans) >= _PLANS_KEPT:
                 self._plans.clear()
-            gemm = self._plans[key] = plan_gemm(out, a, b)
+            gemm = self._plans[key] = plan_gemm(out, a, b, bias)
         if gemm is None:
             return NotImplemented  # the one place a contiguous copy of a or b would make this layout fit
-        self.gemm(device, gemm, out, a, b)
+        self.gemm(device, gemm, out, a, b, epilogue)
         return None
 
-    def gemm(self, device: Any, gemm: Gemm, out: Any, a: Any, b: Any) -> None:
-        """Queue the planned GEMMs on ``device``'s stream (operands validated first), on the library or
-        on ember's own kernel (``serving``)."""
+    def gemm(self, device: Any, gemm: Gemm, out: Any, a: Any, b: Any, epilogue: Epilogue | None = None) -> None:
+        """Queue the planned GEMMs and the epilogue on ``device``'s stream (operands validated first),
+        on ember's own kernel (``serving`` says None; the epilogue in its store) or on the library (the
+        bias filled into out first and accumulated onto, beta = 1; relu a pass after)."""
         library = self.serving(out.dtype.name, gemm)
         c, pa, pb = _address(device, out), _address(device, a), _address(device, b)
+        bias = None if epilogue is None else epilogue.bias
+        relu = epilogue is not None and epilogue.relu
         if library is None:
             assert self.own is not None
-            self.own.run(device, gemm, out.dtype, c, pa, pb)
+            self.own.run(device, gemm, out.dtype, c, pa, pb, 0 if bias is None else _address(device, bias), relu)
             return
+        if bias is not None:
+            epilogue.fill(out, bias)
         dtype = out.dtype.name
         table = library.table
         compute = _COMPUTE[dtype]
@@ -524,11 +564,12 @@ class Blas:
         device.runtime.make_current(device)
         op = table.operations
         size = out.dtype.itemsize
-        for at_c, at_a, at_b in gemm.offsets:
+        beta = (library.zero if bias is None else library.one)[scalars]
+        for at_c, at_a, at_b, _ in gemm.offsets:
             result = [c + at_c * size, data_type, gemm.ldc, gemm.stride_c]
             call = [handle.pointer, op[gemm.trans_a], op[gemm.trans_b], gemm.m, gemm.n, gemm.k, library.one[scalars],
                     pb + at_b * size, data_type, gemm.lda, gemm.stride_a, pa + at_a * size, data_type, gemm.ldb,
-                    gemm.stride_b, library.zero[scalars], *result]
+                    gemm.stride_b, beta, *result]
             if table.api == "rocblas":  # d, the result, is c: then the solution index and flags
                 call += [*result, gemm.batch, compute_type, table.default_algo, 0, 0]
             else:
@@ -536,6 +577,8 @@ class Blas:
             library.call("gemm_strided_batched", *call)
         if device.launch_blocking:
             device.synchronize()
+        if relu:
+            epilogue.rectify(out)
 
     def serving(self, dtype: str, gemm: Gemm | None = None) -> BlasLibrary | None:
         """The library a GEMM of ``dtype`` runs on, or None for ember's own kernel: by ``gemm_choice``,

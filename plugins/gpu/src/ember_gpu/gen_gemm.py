@@ -1,8 +1,9 @@
 """ember's own tiled GEMM (csrc/eg_gemm.h), one image: ``eg_gemm_<dtype>`` for every floating dtype
-matmul serves (real and complex).  Each dtype is a struct of its stored and accumulation types (float16 /
-bfloat16 accumulate in float32, as cuBLAS does for ember), its load and store, its fused multiply-add
-(explicit, so that the host and every GPU round alike) and its alpha / beta from the kernel's doubles.
-The tile shapes are per dtype here (``TILES``), and ``ember_gpu.blas`` sizes its grids from them."""
+matmul serves (real and complex), and ``eg_gemm_epilogue_<dtype>``, the same with the store's bias and
+relu.  Each dtype is a struct of its stored and accumulation types (float16 / bfloat16 accumulate in
+float32, as cuBLAS does for ember), its load and store, its fused multiply-add (explicit, so that the
+host and every GPU round alike), its alpha / beta from the kernel's doubles and its relu (for the
+epilogue).  The tile shapes are per dtype here (``TILES``), and ``ember_gpu.blas`` sizes its grids from them."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ def _scalar(d: DType) -> str:
     return f"eg_cmplx(({d.real})v[0], ({d.real})v[1])" if d.cls == "complex" else f"({d.compute})v[0]"
 
 
+def _relu(d: DType) -> str:
+    """maximum(v, 0) with NaN and -0 kept (a comparison false for both); complex: v (never asked)."""
+    return "v" if d.cls == "complex" else "v < C(0) ? C(0) : v"
+
+
 def dtype_struct(d: DType) -> str:
     """The D of eg_gemm.h for dtype d (its comment says what each member is)."""
     hd = "static EG_HD EG_INLINE"
@@ -48,7 +54,8 @@ def dtype_struct(d: DType) -> str:
             f"    {hd} C load(T v) {{ return {d.load.replace('$v', 'v')}; }}\n"
             f"    {hd} T store(C v) {{ return {d.store.replace('$v', 'v')}; }}\n"
             f"    {hd} C madd(C x, C y, C acc) {{ return {_madd(d)}; }}\n"
-            f"    {hd} C scalar(const double *v) {{ return {_scalar(d)}; }}\n}};\n")
+            f"    {hd} C scalar(const double *v) {{ return {_scalar(d)}; }}\n"
+            f"    {hd} C relu(C v) {{ return {_relu(d)}; }}\n}};\n")
 
 
 def sources() -> dict[str, Source]:
@@ -58,6 +65,6 @@ def sources() -> dict[str, Source]:
         if tile is None:
             continue
         parts.append(dtype_struct(d))
-        parts.append(f"EG_GEMM_KERNEL(eg_gemm_{d.name}, eg_gemm_{d.name}_t, {', '.join(map(str, tile))})\n\n")
-        kernels.append(f"eg_gemm_{d.name}")
+        parts.append(f"EG_GEMM_KERNEL({d.name}, eg_gemm_{d.name}_t, {', '.join(map(str, tile))})\n\n")
+        kernels += [f"eg_gemm_{d.name}", f"eg_gemm_epilogue_{d.name}"]
     return {"gemm": Source("".join(parts), kernels)}

@@ -1,7 +1,8 @@
 """conv2d, conv2d_input_grad, conv2d_weight_grad and linear (csrc/eg_conv.h: eg_conv_<kernel>_<dtype>).
 
-Convolutions are im2col + the runtime's GEMM (the matmul family's kernel: the vendor's BLAS) + one
-store pass for the bias and relu, as the composite computes them; the GEMMs see views of the
+Convolutions are im2col + the runtime's GEMM (``ember_gpu.blas``: the vendor's BLAS or ember's own
+kernel) with the bias and relu as the GEMM's epilogue (``blas.Epilogue``: in the own kernel's store;
+on the library a bias fill the GEMM accumulates onto, then relu); the GEMMs see views of the
 tensors, so the output is written in place (NCHW) and the weight is never copied:
 
 - conv2d: per image and group, out (O/g, OH*OW) = weight[g] (O/g, C/g*kH*kW) @ columns (.., OH*OW);
@@ -20,7 +21,7 @@ order; an image whose columns alone exceed the bound is a chunk of its own).  De
 convolutions (groups == channels > 1), and the degenerate no-channel and no-image cases, run the
 direct kernels instead: a GEMM per group would multiply single rows.
 
-linear is the GEMM of x and weight^T (a view) followed by the same bias / relu pass.
+linear is the GEMM of x and weight^T (a view) with the same epilogue, its bias per column.
 """
 
 from __future__ import annotations
@@ -80,13 +81,27 @@ def _view(t: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
 
 
 class Convolutions:
-    """The family's kernels on one op layer, with the matmul family's GEMM."""
+    """The family's kernels on one op layer, with the runtime's GEMM (``blas``)."""
 
     def __init__(self, layer: OpLayer) -> None:
-        from ember_gpu import ops_matmul
-
         self.layer = layer
-        self.matmul = ops_matmul.kernels(layer)["matmul"][0]
+        self.gemm = blas.kernels(layer)["matmul"][0]
+
+    def matmul(self, out: Any, a: Any, b: Any, bias: Any = None, relu: bool = False) -> None:
+        """out = a @ b (+ bias, a view with out's shape; then relu) on the GEMM, whose store applies
+        the epilogue; a layout the BLAS cannot walk runs on contiguous copies of a and b."""
+        epilogue = None if bias is None and not relu else blas.Epilogue(bias, relu, self.fill, self.rectify)
+        if self.gemm(out, a, b, epilogue) is NotImplemented:
+            self.gemm(out, self.layer.contiguous(a), self.layer.contiguous(b), epilogue)
+
+    def fill(self, out: Any, bias: Any) -> None:
+        """out = the broadcast bias (the library path's epilogue, before the GEMM accumulates onto it)."""
+        name = out._dtype.name
+        self.layer.elementwise(kernel_names(f"eg_copy_{name}_to_{name}"), out, bias)
+
+    def rectify(self, out: Any) -> None:
+        """out = relu(out) in place (the library path's epilogue, after the GEMM)."""
+        self.layer.elementwise(kernel_names(f"eg_unary_relu_{out._dtype.name}"), out, out)
 
     def launch(self, kind: str, out: Any, args: dict[str, Any], items: int) -> None:
         """eg_conv_<kind>_<dtype> over ``items`` work items (a thread each; a block each for the
@@ -106,14 +121,6 @@ class Convolutions:
         """The direct kernel eg_conv_<kind> into out (the tensors named as eg_conv_args names them)."""
         self.launch(kind, out, {**g, "out": self.address(out), "relu": int(relu),
                                 **{name: self.address(t) for name, t in tensors.items()}}, out._numel)
-
-    def epilogue(self, out: Any, bias: Any, relu: bool, rows: int, channels: int, positions: int) -> None:
-        """out (rows, channels, positions) in place: + bias[channel], then relu (nothing to do: no launch)."""
-        if bias is None and not relu:
-            return
-        self.launch("epilogue", out, {"out": self.address(out), "bias": self.address(bias), "relu": int(relu),
-                                      "batch": rows, "out_channels": channels, "out_h": positions, "out_w": 1},
-                    out._numel)
 
     # ---- conv2d ---------------------------------------------------------------------------------
 
@@ -140,12 +147,12 @@ class Convolutions:
                 cols = self.columns(x, g, first, images, rows * groups * positions, positions)
                 cols = _view(cols, (images, groups, rows, positions), (groups * rows * positions, rows * positions,
                                                                        positions, 1), 0, swap)
-            self.matmul(_view(out, (images, groups, outs // groups, positions),
-                              (outs * positions, outs // groups * positions, positions, 1), first * outs * positions,
-                              swap),
+            shape = (images, groups, outs // groups, positions)
+            per_channel = None if bias is None else _view(bias, shape, (0, outs // groups, 1, 0), 0, swap)
+            self.matmul(_view(out, shape, (outs * positions, outs // groups * positions, positions, 1),
+                              first * outs * positions, swap),
                         _view(weight, (images, groups, outs // groups, rows), (0, outs // groups * rows, rows, 1), 0,
-                              swap), cols)
-        self.epilogue(out, bias, relu, g["batch"], outs, positions)
+                              swap), cols, per_channel, relu)
 
     def columns(self, x: Any, g: dict[str, Any], first: int, images: int, col_image: int, col_row: int) -> Any:
         """im2col of images [first, first + images) into a new (images * rows * positions) tensor, row
@@ -227,14 +234,15 @@ class Convolutions:
         if not out._numel:
             return
         features, inputs = weight._shape
+        per_feature = None if bias is None else bias._view(out._shape, (0, bias._strides[0]), bias._offset)
         self.matmul(out, x, weight._view((inputs, features), (weight._strides[1], weight._strides[0]),
-                                         weight._offset))
-        self.epilogue(out, bias, activation == "relu", out._shape[0], features, 1)
+                                         weight._offset), per_feature, activation == "relu")
 
 
 def kernels(layer: OpLayer) -> dict[str, Entry]:
     """Each op needs its kernels (those named in gen_nn.CONV_KERNELS) in the build, and a GEMM for
-    the floating dtypes of the matmul family (the BLAS)."""
+    the floating dtypes of the matmul family (the BLAS; the elementwise copy and relu kernels its
+    library path's epilogue launches are built for every dtype, as the copies and sums here assume)."""
     from ember_gpu.gen_nn import CONV_KERNELS
 
     served = frozenset.intersection(*(layer.served(f"eg_conv_{kernel}") for kernel in CONV_KERNELS),

@@ -516,7 +516,11 @@ typedef struct {
  * read when beta is 0; alpha, beta as (real, imaginary) doubles, rounded to the accumulation type.
  * Block exactly EG_BLOCK threads; any 1-d grid (blocks take tiles of c in turn, grid-stride; tile
  * sizes per dtype in gen_gemm.TILES: ceil(m / BM) * ceil(n / BN) * batch tiles).  m, n or batch 0:
- * do not launch; k == 0 writes beta * c. */
+ * do not launch; k == 0 writes beta * c.  The epilogue, in the store: bias (NULL: none), an operand
+ * of c's shape read at bias_strides (0 broadcasts: per column for linear, per row for conv2d), added
+ * in the accumulation type; then relu (1: maximum(v, 0), NaN and -0 kept; real dtypes only); then
+ * the one rounding to c's dtype.  Kernels: eg_gemm_<dtype> (ignores bias and relu) and
+ * eg_gemm_epilogue_<dtype> (applies them). */
 typedef struct {
     void *c;
     const void *a;
@@ -530,6 +534,10 @@ typedef struct {
     long long c_strides[3];
     double alpha[2];
     double beta[2];
+    const void *bias;
+    long long bias_strides[3];
+    int relu;
+    int reserved;
 } eg_gemm_args;
 /* conv2d, conv2d_input_grad, conv2d_weight_grad and linear's store (eg_conv.h): eg_conv_<kernel>_<dtype>,
  * real floating, every tensor contiguous: x (batch, channels, height, width), weight (out_channels,

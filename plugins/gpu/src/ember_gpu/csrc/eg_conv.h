@@ -4,13 +4,14 @@
  * (out_channels, channels / groups, kernel_h, kernel_w), grad_output and conv2d's out (batch,
  * out_channels, out_h, out_w).
  *
- * The GEMM path (ember_gpu.ops_conv) is im2col, the runtime's GEMM per group, then one pass for the
- * bias and relu; its gradients are im2col + GEMM (weight) and GEMM + col2im (input).  The columns
- * of (image n, channel c, tap (k, j)) hold out_h * out_w values: row (c * kernel_h + k) * kernel_w
- * + j of image n starts at n * col_image + row * col_row, so one kernel writes both the per-image
- * layout the forward GEMM reads (col_image = rows * positions, col_row = positions) and the layout
- * with the batch concatenated along the rows that the weight gradient's GEMM reduces over in one
- * call (col_row = batch * positions, col_image = positions).
+ * The GEMM path (ember_gpu.ops_conv) is im2col and the runtime's GEMM per group with the bias and
+ * relu as the GEMM's epilogue (ember_gpu.blas; the epilogue kernel here is the same step as a pass of
+ * its own over out, which the op layer no longer launches); its gradients are im2col + GEMM (weight)
+ * and GEMM + col2im (input).  The columns of (image n, channel c, tap (k, j)) hold out_h * out_w
+ * values: row (c * kernel_h + k) * kernel_w + j of image n starts at n * col_image + row * col_row,
+ * so one kernel writes both the per-image layout the forward GEMM reads (col_image = rows *
+ * positions, col_row = positions) and the layout with the batch concatenated along the rows that the
+ * weight gradient's GEMM reduces over in one call (col_row = batch * positions, col_image = positions).
  *
  * The direct kernels serve depthwise convolutions (groups == channels), where a GEMM per group would
  * multiply 1 x kernel_h*kernel_w matrices: a thread per output (forward, input gradient) or a block
@@ -19,8 +20,9 @@
  *
  * Semantics are the composites' (ember_core/ops/nn_composites.py): padding reads zeros (so an
  * infinite weight over padding gives NaN, as the zero-padded columns do), the conv2d result is
- * rounded to the dtype before the bias is added in the compute type and rounded again, and relu
- * is maximum(v, 0) (NaN and -0 kept).  Deterministic: no atomics; col2im gathers each input
+ * rounded to the dtype before the bias is added in the compute type and rounded again (the direct
+ * kernels and the epilogue kernel; the GEMM's epilogue adds the bias before its one rounding), and
+ * relu is maximum(v, 0) (NaN and -0 kept).  Deterministic: no atomics; col2im gathers each input
  * element's taps in (k, j) order.  The dtype structs are eg_nn.h's.
  */
 #ifndef EG_CONV_H

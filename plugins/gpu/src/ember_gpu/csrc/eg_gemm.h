@@ -15,11 +15,18 @@
  * Deterministic and vendor-neutral in its rounding: every element of c is one fused multiply-add
  * chain over k = 0, 1, ..., k - 1 in order, explicit (D::madd), in the accumulation type (float32
  * for float16 / bfloat16 / float32, float64 for float64, the complex types' parts likewise), then
- * alpha * acc (+ beta * c, c not read when beta is 0) rounded once to c's dtype.  No split-k, no
- * atomics: the bits depend on the inputs and the shape only, on the host as on any GPU.
+ * alpha * acc (+ beta * c, c not read when beta is 0) (+ bias) (through relu) rounded once to c's
+ * dtype.  No split-k, no atomics: the bits depend on the inputs and the shape only, on the host as on
+ * any GPU.
+ *
+ * The epilogue lives in the store so that linear's and conv2d's bias and relu cost no pass of their
+ * own over c: the bias is one more operand with c's shape (strides 0 where it broadcasts), added in
+ * the accumulation type before the one rounding; relu is maximum(v, 0) with NaN and -0 kept, as
+ * eg_conv.h's epilogue defines it.
  *
  * D: struct { typedef ... T (stored), C (accumulated); static C load(T); static T store(C);
- *             static C madd(C x, C y, C acc) (acc + x * y, fused); static C scalar(const double *re_im); }
+ *             static C madd(C x, C y, C acc) (acc + x * y, fused); static C scalar(const double *re_im);
+ *             static C relu(C) (v itself for the complex types, which no caller asks relu of) }
  */
 #ifndef EG_GEMM_H
 #define EG_GEMM_H
@@ -55,7 +62,7 @@ EG_UNROLL
     }
 }
 
-template <class D, int BM, int BN, int BK, int TM, int TN>
+template <class D, bool EPILOGUE, int BM, int BN, int BK, int TM, int TN>
 static __device__ EG_INLINE void eg_gemm(const eg_gemm_args a)
 {
     typedef typename D::T T;
@@ -112,6 +119,9 @@ EG_UNROLL
             }
         }
         T *pc = (T *)a.c + batch * a.c_strides[0] + m0 * a.c_strides[1] + n0 * a.c_strides[2];
+        const T *pbias = EPILOGUE && a.bias ? (const T *)a.bias + batch * a.bias_strides[0] +
+                                                  m0 * a.bias_strides[1] + n0 * a.bias_strides[2]
+                                            : nullptr;
 EG_UNROLL
         for (int i = 0; i < TM; i++) {
             const int r = ty + i * TY;
@@ -122,13 +132,18 @@ EG_UNROLL
                 T *out = pc + r * a.c_strides[1] + col * a.c_strides[2];
                 C v = alpha * acc[i][j];
                 if (read_c) v = v + beta * D::load(*out);
+                if (pbias) v = v + D::load(pbias[r * a.bias_strides[1] + col * a.bias_strides[2]]);
+                if (EPILOGUE && a.relu) v = D::relu(v);
                 *out = D::store(v);
             }
         }
     }
 }
 
-#define EG_GEMM_KERNEL(name, D, BM, BN, BK, TM, TN) \
-    EG_KERNEL(name, eg_gemm_args) { eg_gemm<D, BM, BN, BK, TM, TN>(args); }
+/* eg_gemm_<dtype> ignores the epilogue's fields; eg_gemm_epilogue_<dtype> applies them (a kernel of its own:
+ * the epilogue's registers made the 128 x 128 tiles spill, which a plain GEMM must not pay for) */
+#define EG_GEMM_KERNEL(dtype, D, BM, BN, BK, TM, TN)                                                              \
+    EG_KERNEL(eg_gemm_##dtype, eg_gemm_args) { eg_gemm<D, false, BM, BN, BK, TM, TN>(args); }                    \
+    EG_KERNEL(eg_gemm_epilogue_##dtype, eg_gemm_args) { eg_gemm<D, true, BM, BN, BK, TM, TN>(args); }
 
 #endif /* EG_GEMM_H */
