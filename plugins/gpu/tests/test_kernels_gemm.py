@@ -380,3 +380,21 @@ def test_the_plain_kernel_ignores_the_epilogue_fields(host) -> None:
     gemm(host, "float32", c, a, b, bias=bias, relu=True, kernel="eg_gemm_float32")
     check("float32", c, a, b, c, 1.0, 0.0)
     assert (c < 0).any()  # (relu not applied either)
+
+
+def test_a_build_without_the_epilogue_kernels_says_to_reinstall(own) -> None:
+    from ember_gpu import blas
+
+    from ember_core.errors import KernelError
+
+    gemm, fake, device = own
+    gemm.own = blas.OwnGemm({name: image for name, image in gemm.own.index.items() if "epilogue" not in name})
+    rng = np.random.default_rng(10)
+    base = _values(rng, 4, dt.float32)
+    a = _operand(fake, device, base.reshape(2, 2), base, dt.float32)
+    out = _out(device, (2, 2), dt.float32)
+    epilogue = blas.Epilogue(None, True, None, None)
+    fake.launches.clear()
+    with pytest.raises(KernelError, match="eg_gemm_epilogue_float32: reinstall"):
+        gemm.matmul(out, a, a, epilogue)
+    assert not fake.launches

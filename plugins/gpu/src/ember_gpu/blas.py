@@ -408,8 +408,10 @@ class OwnGemm:
         name = f"eg_gemm_epilogue_{dtype.name}" if bias or relu else f"eg_gemm_{dtype.name}"
         kernel = self._kernels.get((device.index, name))
         if kernel is None or kernel.device is not device:
-            kernel = self._kernels[device.index, name] = Kernel(device, self.index[name], name, abi.ffi,
-                                                                "eg_gemm_args")
+            image = self.index.get(name)
+            if image is None:  # (a build from before the epilogue kernels)
+                raise KernelError(f"{device.vendor.package}: its kernels hold no {name}: reinstall it")
+            kernel = self._kernels[device.index, name] = Kernel(device, image, name, abi.ffi, "eg_gemm_args")
         tile = gen_gemm.TILES[dtype.name]
         tiles = -(-gemm.n // tile.bm) * -(-gemm.m // tile.bn) * gemm.batch
         size = dtype.itemsize
