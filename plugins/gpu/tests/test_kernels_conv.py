@@ -1,6 +1,6 @@
 """ember-gpu's convolution kernels (csrc/eg_conv.h) on the host, in every dtype they are built for,
 against a numpy float64 reference written from the definition (taps over a zero-padded input, per
-group): im2col in both column layouts and the bias / relu epilogue to the bit, col2im and the direct
+group): im2col in both column layouts to the bit, col2im and the direct
 kernels (forward, input and weight gradients) within a stated bound.  Hypothesis draws the shapes,
 stride, padding, dilation and groups (depthwise with channel multipliers included).
 
@@ -166,7 +166,7 @@ def assert_within(got: np.ndarray, want: np.ndarray, scale: np.ndarray, terms: i
     assert not bad.any(), f"{what}: {g[bad][:5]} != reference {want[bad][:5]} (bound {bound[bad][:5]})"
 
 
-# ---- im2col, col2im, epilogue ---------------------------------------------------------------------------
+# ---- im2col, col2im ---------------------------------------------------------------------------
 
 
 @SETTINGS
@@ -201,32 +201,6 @@ def test_col2im_sums_every_tap_into_its_input_element(host: HostKernels, c: Conv
     want = scatter([values[:, :, t] for t in range(taps_count)], c)
     scale = scatter([np.abs(values[:, :, t]) for t in range(taps_count)], c)
     assert_within(out, want, scale, taps_count, c.dtype, f"col2im {c}")
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_epilogue_adds_the_bias_and_applies_relu_as_the_composite(host: HostKernels, dtype: str) -> None:
-    """v + bias[channel] rounded once to the dtype, then maximum(v, 0): NaN and -0 kept; no bias, no
-    relu: the same bits."""
-    rng = np.random.default_rng(3)
-    rows, channels, positions = 3, 5, 7
-    values = rng.normal(0, 2, (rows, channels, positions))
-    values[0, 0, :4] = math.nan, -0.0, math.inf, -math.inf
-    bias_values = rng.normal(0, 2, channels)
-    bias_values[1] = 0.0
-    v, bias = stored(values, dtype), stored(bias_values, dtype)
-    c = Conv(dtype, (rows, 1, 1, 1), (channels, 1, 1, 1), (1, 1), (0, 0), (1, 1), 1, 0)
-    total = exact(v, dtype) + exact(bias, dtype)[:, None]
-    for with_bias, relu in ((True, False), (True, True), (False, True)):
-        out = v.copy()
-        launch(host, "epilogue", dtype, c, out=out, bias=bias if with_bias else None, relu=int(relu), out_h=positions,
-               out_w=1)
-        want = total if with_bias else exact(v, dtype)
-        if relu:
-            want = np.where(want < 0, 0.0, want)  # NaN and -0 stay
-        want = stored(want.astype(np.float32) if dtype == "bfloat16" else want, dtype)
-        np.testing.assert_array_equal(out, want, err_msg=f"{dtype} bias={with_bias} relu={relu}")
-        if relu and not with_bias:
-            assert np.signbit(exact(out, dtype)[0, 0, 1]), "relu(-0) is -0 (maximum(-0, 0))"
 
 
 # ---- the direct kernels ------------------------------------------------------------------------------------

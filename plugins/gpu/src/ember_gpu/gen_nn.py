@@ -11,7 +11,7 @@ from ember_gpu.codegen import DTYPES, HEADER, DType, Source
 POOL_OPS = ("max_pool2d", "max_pool2d_grad", "max_pool2d_select", "avg_pool2d", "avg_pool2d_grad",
             "adaptive_avg_pool2d")  # csrc/eg_pool.h: eg_pool_<op>_<dtype>
 
-CONV_KERNELS = ("im2col", "col2im", "epilogue", "direct", "direct_input_grad",
+CONV_KERNELS = ("im2col", "col2im", "direct", "direct_input_grad",
                 "direct_weight_grad")  # csrc/eg_conv.h: eg_conv_<kernel>_<dtype>
 
 # image -> (its kernels' prefixes, each followed by _<dtype>; the registry ops they serve)

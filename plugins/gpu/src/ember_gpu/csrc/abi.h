@@ -43,7 +43,7 @@
  *   eg_dropout_dropout_<dtype>              real floating, on the Philox stream: eg_dropout_args
  *   eg_pool_<op>_<dtype>                    max_pool2d, max_pool2d_grad, max_pool2d_select, avg_pool2d,
  *                                            avg_pool2d_grad, adaptive_avg_pool2d, real floating: eg_pool_args
- *   eg_conv_<kernel>_<dtype>                conv2d, its gradients, linear's store: eg_conv_args
+ *   eg_conv_<kernel>_<dtype>                conv2d and its gradients: eg_conv_args
  *   eg_gemm_<dtype>                         ember's own tiled GEMM, real and complex floating:
  *                                            eg_gemm_args (below)
  *   take, put, matmul: any 1-d block and grid, one thread per output element (take, matmul) or
@@ -539,13 +539,13 @@ typedef struct {
     int relu;
     int reserved;
 } eg_gemm_args;
-/* conv2d, conv2d_input_grad, conv2d_weight_grad and linear's store (eg_conv.h): eg_conv_<kernel>_<dtype>,
+/* conv2d, conv2d_input_grad and conv2d_weight_grad (eg_conv.h): eg_conv_<kernel>_<dtype>,
  * real floating, every tensor contiguous: x (batch, channels, height, width), weight (out_channels,
  * channels / groups, kernel_h, kernel_w), grad_output and conv2d's out (batch, out_channels, out_h,
  * out_w); bias (out_channels,) or NULL.  Kernels, what they read -> what they write:
  *   im2col: x -> cols, row (c * kernel_h + k) * kernel_w + j of image n at n * col_image + row * col_row
  *     (out_h * out_w values each); col2im: cols (the same layout) -> out (x's shape), each element the
- *     sum of its taps; epilogue: out in place, + bias, relu when relu is 1 (linear: out_h = out_w = 1);
+ *     sum of its taps;
  *   direct: x, weight, bias, relu -> out (conv2d); direct_input_grad: grad_output, weight -> out (x's
  *     shape); direct_weight_grad: x, grad_output -> out (weight's shape).
  * A thread per element written (any 1-d block and grid, grid-stride), except direct_weight_grad: a

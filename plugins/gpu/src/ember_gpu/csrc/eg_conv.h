@@ -1,12 +1,10 @@
 /*
- * eg_conv.h -- conv2d, its two gradients and linear's bias / relu store (eg_conv_args; abi.h says
- * how to launch).  Every tensor is contiguous: x (batch, channels, height, width), weight
+ * eg_conv.h -- conv2d and its two gradients (eg_conv_args; abi.h says how to launch).  Every tensor is contiguous: x (batch, channels, height, width), weight
  * (out_channels, channels / groups, kernel_h, kernel_w), grad_output and conv2d's out (batch,
  * out_channels, out_h, out_w).
  *
  * The GEMM path (ember_gpu.ops_conv) is im2col and the runtime's GEMM per group with the bias and
- * relu as the GEMM's epilogue (ember_gpu.blas; the epilogue kernel here is the same step as a pass of
- * its own over out, which the op layer no longer launches); its gradients are im2col + GEMM (weight)
+ * relu as the GEMM's epilogue (ember_gpu.blas); its gradients are im2col + GEMM (weight)
  * and GEMM + col2im (input).  The columns of (image n, channel c, tap (k, j)) hold out_h * out_w
  * values: row (c * kernel_h + k) * kernel_w + j of image n starts at n * col_image + row * col_row,
  * so one kernel writes both the per-image layout the forward GEMM reads (col_image = rows *
@@ -21,7 +19,7 @@
  * Semantics are the composites' (ember_core/ops/nn_composites.py): padding reads zeros (so an
  * infinite weight over padding gives NaN, as the zero-padded columns do), the conv2d result is
  * rounded to the dtype before the bias is added in the compute type and rounded again (the direct
- * kernels and the epilogue kernel; the GEMM's epilogue adds the bias before its one rounding), and
+ * kernels; the GEMM's epilogue adds the bias before its one rounding), and
  * relu is maximum(v, 0) (NaN and -0 kept).  Deterministic: no atomics; col2im gathers each input
  * element's taps in (k, j) order.  The dtype structs are eg_nn.h's.
  */
@@ -109,16 +107,6 @@ static __device__ EG_INLINE void eg_conv_col2im(const eg_conv_args a)
     }
 }
 
-/* out (batch, out_channels, out_h, out_w) in place: + bias, relu (conv2d after its GEMM; linear with
- * out_h = out_w = 1) */
-template <class D>
-static __device__ EG_INLINE void eg_conv_epilogue(const eg_conv_args a)
-{
-    typedef typename D::T T;
-    const eg_i64 positions = a.out_h * a.out_w, total = a.batch * a.out_channels * positions;
-    EG_CONV_FOR(i, total) ((T *)a.out)[i] = eg_conv_finish<D>(a, ((T *)a.out)[i], i / positions % a.out_channels);
-}
-
 /* conv2d, a thread per output: its group's channels, then the taps in row-major order */
 template <class D>
 static __device__ EG_INLINE void eg_conv_direct(const eg_conv_args a)
@@ -200,7 +188,6 @@ static __device__ EG_INLINE void eg_conv_direct_weight_grad(const eg_conv_args a
 #define EG_CONV_KERNELS(dtype, D)                                                                      \
     EG_KERNEL(eg_conv_im2col_##dtype, eg_conv_args) { eg_conv_im2col<D>(args); }                        \
     EG_KERNEL(eg_conv_col2im_##dtype, eg_conv_args) { eg_conv_col2im<D>(args); }                        \
-    EG_KERNEL(eg_conv_epilogue_##dtype, eg_conv_args) { eg_conv_epilogue<D>(args); }                    \
     EG_KERNEL(eg_conv_direct_##dtype, eg_conv_args) { eg_conv_direct<D>(args); }                        \
     EG_KERNEL(eg_conv_direct_input_grad_##dtype, eg_conv_args) { eg_conv_direct_input_grad<D>(args); }  \
     EG_KERNEL(eg_conv_direct_weight_grad_##dtype, eg_conv_args) { eg_conv_direct_weight_grad<D>(args); }
